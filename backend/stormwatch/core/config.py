@@ -1,0 +1,46 @@
+"""All runtime settings in one place, read from the environment (prefix-free names)."""
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore", case_sensitive=False)
+
+    database_url: str = "postgresql+asyncpg://stormwatch@127.0.0.1:5432/stormwatch"
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    # Signs nothing by itself: it derives the key that encrypts stored credentials.
+    secret_key: str = Field(default="dev-only-insecure-secret-change-me", min_length=16)
+    environment: str = "development"
+    log_level: str = "INFO"
+
+    # Cookies are Secure unless explicitly running plain-http development.
+    cookie_secure: bool = False
+    session_ttl_hours: int = 24 * 7
+
+    raw_retention_days: int = 14
+    rollup_retention_days: int = 400
+
+    ingest_max_body_bytes: int = 8 * 1024 * 1024
+    ingest_max_decompressed_bytes: int = 64 * 1024 * 1024
+    ingest_max_future_s: int = 300
+    ingest_rate_batches_per_min: int = 600
+    ingest_max_rtt_us: int = 600_000_000
+
+    db_unavailable_retry_after_s: int = 5
+    frontend_dist: Path = REPO_ROOT / "frontend" / "dist"
+
+    @property
+    def sync_database_url(self) -> str:
+        """psycopg (sync) URL for Celery tasks and migrations."""
+        return self.database_url.replace("+asyncpg", "+psycopg")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,34 @@
+"""Database engines: async for the API, sync for Celery tasks and scripts."""
+
+from collections.abc import AsyncIterator
+from functools import lru_cache
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+from stormwatch.core.config import get_settings
+
+
+@lru_cache
+def get_engine() -> AsyncEngine:
+    s = get_settings()
+    # pre_ping lets the pool recover on its own after the database restarts.
+    return create_async_engine(
+        s.database_url, pool_size=10, max_overflow=10, pool_pre_ping=True, pool_timeout=5,
+        connect_args={"timeout": 5, "command_timeout": 60},
+    )
+
+
+@lru_cache
+def get_sessionmaker() -> async_sessionmaker[AsyncSession]:
+    return async_sessionmaker(get_engine(), expire_on_commit=False)
+
+
+async def session_scope() -> AsyncIterator[AsyncSession]:
+    async with get_sessionmaker()() as session:
+        yield session
+
+
+@lru_cache
+def get_sync_engine() -> Engine:
+    return create_engine(get_settings().sync_database_url, pool_pre_ping=True, pool_size=5)

@@ -1,0 +1,1 @@
+"""Development and test tooling: local PostgreSQL/Redis servers, the local stack, seeding."""

@@ -1,0 +1,202 @@
+"""Start and stop throwaway or persistent PostgreSQL and Redis servers on loopback.
+
+Used by `make run` (persistent data under .data/) and by the test suites (temporary
+directories, free ports). PostgreSQL refuses to run as root, so as root it runs as the
+`postgres` system user on a data directory that user owns.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PG_BIN_CANDIDATES = [Path("/usr/lib/postgresql") / v / "bin" for v in ("17", "16", "15", "14")]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout_s: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before port {port} opened")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s}s")
+
+
+def pg_bin() -> Path:
+    for cand in PG_BIN_CANDIDATES:
+        if (cand / "pg_ctl").exists():
+            return cand
+    found = shutil.which("pg_ctl")
+    if found:
+        return Path(found).parent
+    raise RuntimeError("PostgreSQL server binaries (pg_ctl, initdb) not found")
+
+
+def _as_pg_user() -> list[str]:
+    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+
+
+def _chown_pg(path: Path) -> None:
+    if os.geteuid() == 0:
+        pw = pwd.getpwnam("postgres")
+        os.chown(path, pw.pw_uid, pw.pw_gid)
+
+
+@dataclass
+class PostgresServer:
+    data_dir: Path
+    port: int
+    user: str = "stormwatch"
+    database: str = "stormwatch"
+    password: str | None = None  # None: trust on loopback (throwaway test clusters only)
+    log_file: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.log_file = self.data_dir.parent / f"{self.data_dir.name}.log"
+
+    @property
+    def url(self) -> str:
+        auth = self.user if self.password is None else f"{self.user}:{self.password}"
+        return f"postgresql+asyncpg://{auth}@127.0.0.1:{self.port}/{self.database}"
+
+    def _run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*_as_pg_user(), *args], check=True, capture_output=True, text=True)
+
+    def init(self) -> None:
+        if (self.data_dir / "PG_VERSION").exists():
+            return
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        _chown_pg(self.data_dir)
+        os.chmod(self.data_dir, 0o700)
+        pwfile = None
+        args = [str(pg_bin() / "initdb"), "-D", str(self.data_dir), "-U", self.user,
+                "-E", "UTF8", "--locale=C.UTF-8"]
+        if self.password is None:
+            args += ["--auth=trust"]
+        else:
+            pwfile = self.data_dir.parent / f".{self.data_dir.name}.pw"
+            pwfile.write_text(self.password)
+            _chown_pg(pwfile)
+            args += ["--auth=scram-sha-256", f"--pwfile={pwfile}"]
+        try:
+            self._run(*args)
+        finally:
+            if pwfile is not None:
+                pwfile.unlink(missing_ok=True)
+        conf = self.data_dir / "postgresql.conf"
+        with conf.open("a") as f:
+            f.write(
+                "\n# stormwatch local server\n"
+                "listen_addresses = '127.0.0.1'\n"
+                "unix_socket_directories = ''\n"
+                "max_connections = 200\n"
+                "shared_buffers = 256MB\n"
+                "synchronous_commit = off\n"
+                "max_wal_size = 2GB\n"
+                "log_min_messages = warning\n"
+            )
+
+    def start(self) -> None:
+        self.log_file.touch(exist_ok=True)
+        _chown_pg(self.log_file)
+        self._run(str(pg_bin() / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
+                  "-o", f"-p {self.port}", "-w", "-t", "60", "start")
+        wait_for_port(self.port)
+        self._ensure_database()
+
+    def _ensure_database(self) -> None:
+        import psycopg
+
+        conninfo = f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres"
+        if self.password is not None:
+            conninfo += f" password={self.password}"
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                  (self.database,)).fetchone()
+            if not exists:
+                conn.execute(f'CREATE DATABASE "{self.database}"')
+
+    def stop(self, mode: str = "fast") -> None:
+        if not (self.data_dir / "postmaster.pid").exists():
+            return
+        subprocess.run([*_as_pg_user(), str(pg_bin() / "pg_ctl"), "-D", str(self.data_dir),
+                        "-m", mode, "-w", "-t", "60", "stop"], capture_output=True, text=True)
+
+    def running(self) -> bool:
+        r = subprocess.run([*_as_pg_user(), str(pg_bin() / "pg_ctl"), "-D", str(self.data_dir),
+                            "status"], capture_output=True, text=True)
+        return r.returncode == 0
+
+
+def ensure_redis_installed() -> str:
+    path = shutil.which("redis-server")
+    if path:
+        return path
+    subprocess.run(["apt-get", "update", "-qq"], check=False)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "redis-server"],
+                   check=True, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+    path = shutil.which("redis-server")
+    if not path:
+        raise RuntimeError("redis-server is still missing after apt-get install")
+    return path
+
+
+@dataclass
+class RedisServer:
+    data_dir: Path
+    port: int
+    persistent: bool = False
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        args = [ensure_redis_installed(), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", str(self.data_dir), "--daemonize", "no", "--protected-mode", "yes",
+                "--loglevel", "warning", "--logfile", str(self.data_dir / "redis.log")]
+        if self.persistent:
+            args += ["--appendonly", "no", "--save", "60 1"]
+        else:
+            args += ["--save", "", "--appendonly", "no"]
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
+        wait_for_port(self.port, proc=self.proc)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+def run_migrations(database_url: str) -> None:
+    """Runs Alembic to the newest revision of every branch against `database_url`."""
+    repo = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "DATABASE_URL": database_url}
+    subprocess.run(
+        [str(Path(os.sys.executable)), "-m", "alembic", "-c", str(repo / "migrations" / "alembic.ini"),
+         "upgrade", "heads"],
+        check=True, env=env, cwd=repo,
+    )

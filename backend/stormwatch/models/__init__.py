@@ -1,0 +1,31 @@
+"""All models, imported here so metadata is complete for Alembic and tests."""
+
+from stormwatch.models.agent import TOPOLOGY_CLASSES, Agent, AgentPair, EnrollmentToken
+from stormwatch.models.base import Base
+from stormwatch.models.org import ApiKey, Org, User, UserSession
+from stormwatch.models.samples import (
+    RAW_TABLES,
+    IngestBatch,
+    mesh_samples,
+    quorum_samples,
+    storage_samples,
+    throughput_samples,
+)
+
+__all__ = [
+    "RAW_TABLES",
+    "TOPOLOGY_CLASSES",
+    "Agent",
+    "AgentPair",
+    "ApiKey",
+    "Base",
+    "EnrollmentToken",
+    "IngestBatch",
+    "Org",
+    "User",
+    "UserSession",
+    "mesh_samples",
+    "quorum_samples",
+    "storage_samples",
+    "throughput_samples",
+]

@@ -1,0 +1,107 @@
+"""Raw sample tables. They are time-partitioned (hypertables or native partitions) and
+have no primary key, so they are Core tables rather than ORM classes."""
+
+import uuid
+from datetime import datetime
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Double,
+    ForeignKey,
+    Integer,
+    SmallInteger,
+    String,
+    Table,
+    Uuid,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from stormwatch.models.base import Base, created_at_col
+
+metadata = Base.metadata
+
+mesh_samples = Table(
+    "mesh_samples",
+    metadata,
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("org_id", Uuid, nullable=False),
+    Column("src_agent_id", Uuid, nullable=False),
+    Column("dst_agent_id", Uuid, nullable=False),
+    Column("round", BigInteger, nullable=False),
+    Column("payload_bytes", Integer, nullable=False),
+    Column("rtt_us", Integer),  # NULL for a loss, timeout or error
+    Column("status", SmallInteger, nullable=False),  # 0 ok 1 timeout 2 refused 3 error 4 corrupt
+)
+
+quorum_samples = Table(
+    "quorum_samples",
+    metadata,
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("org_id", Uuid, nullable=False),
+    Column("agent_id", Uuid, nullable=False),
+    Column("group_name", String(100), nullable=False),
+    Column("round", BigInteger, nullable=False),
+    Column("k", SmallInteger, nullable=False),
+    Column("n", SmallInteger, nullable=False),
+    Column("latency_us", Integer),  # NULL when fewer than k replies arrived in time
+    Column("status", SmallInteger, nullable=False),
+)
+
+storage_samples = Table(
+    "storage_samples",
+    metadata,
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("org_id", Uuid, nullable=False),
+    Column("agent_id", Uuid, nullable=False),
+    Column("target_id", Uuid, nullable=False),
+    Column("op", String(20), nullable=False),
+    Column("variant", String(20), nullable=False),
+    Column("content", String(10), nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("stored_bytes", BigInteger),
+    Column("copies", SmallInteger, nullable=False),
+    Column("concurrency", SmallInteger, nullable=False),
+    Column("attempt", SmallInteger, nullable=False),
+    Column("latency_us", BigInteger),
+    Column("ttfb_us", BigInteger),
+    Column("rtt_us", BigInteger),
+    Column("bytes_per_s", Double),
+    Column("status", SmallInteger, nullable=False),
+    Column("error_class", String(20)),
+)
+
+throughput_samples = Table(
+    "throughput_samples",
+    metadata,
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("org_id", Uuid, nullable=False),
+    Column("src_agent_id", Uuid, nullable=False),
+    Column("dst_agent_id", Uuid, nullable=False),
+    Column("proto", String(5), nullable=False),
+    Column("experiment_id", Uuid, nullable=False),
+    Column("direction", String(10), nullable=False),
+    Column("bytes_per_s", Double, nullable=False),
+    Column("loss_ratio", Double),
+    Column("jitter_us", BigInteger),
+)
+
+RAW_TABLES = ("mesh_samples", "quorum_samples", "storage_samples", "throughput_samples")
+
+
+class IngestBatch(Base):
+    """One row per accepted batch: makes retried batches idempotent."""
+
+    __tablename__ = "ingest_batches"
+
+    agent_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
+    )
+    batch_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    org_id: Mapped[uuid.UUID] = mapped_column(index=True)
+    received_at: Mapped[datetime] = created_at_col()
+    mesh_rows: Mapped[int] = mapped_column(Integer)
+    quorum_rows: Mapped[int] = mapped_column(Integer)
+    storage_rows: Mapped[int] = mapped_column(Integer)
+    throughput_rows: Mapped[int] = mapped_column(Integer)
