@@ -1,0 +1,143 @@
+// Package mesh measures round-trip times between agents with the TCP echo mesh of seed 003
+// (StormCloud, "Cloudy Forecast" §3): every agent sends rounds to every peer, itself
+// included, over long-lived TCP connections with TCP_NODELAY, and echoes what it receives.
+package mesh
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+)
+
+// Frame layout (big endian): magic u32 | payload length u32 | round u64 | sender id [16] | payload.
+const (
+	headerLen       = 32
+	frameMagic      = 0x53574d31 // "SWM1"
+	maxPayloadBytes = 16 << 20
+)
+
+// senderBytes turns an agent id into the 16 bytes carried in every frame: the UUID itself when
+// the id is one, otherwise a hash of it.
+func senderBytes(id string) [16]byte {
+	var out [16]byte
+	if b, err := hex.DecodeString(strings.ReplaceAll(id, "-", "")); err == nil && len(b) == 16 {
+		copy(out[:], b)
+		return out
+	}
+	h := sha256.Sum256([]byte(id))
+	copy(out[:], h[:16])
+	return out
+}
+
+func putHeader(b []byte, payload int, round uint64, sender [16]byte) {
+	binary.BigEndian.PutUint32(b[0:4], frameMagic)
+	binary.BigEndian.PutUint32(b[4:8], uint32(payload))
+	binary.BigEndian.PutUint64(b[8:16], round)
+	copy(b[16:32], sender[:])
+}
+
+// EchoServer answers every frame it receives with the same bytes on the same connection.
+type EchoServer struct {
+	ln  net.Listener
+	log *slog.Logger
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	cs  map[net.Conn]struct{}
+}
+
+// Listen opens the echo listener on addr (e.g. ":7300" or "127.0.0.1:0").
+func Listen(addr string, log *slog.Logger) (*EchoServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &EchoServer{ln: ln, log: log, cs: map[net.Conn]struct{}{}}, nil
+}
+
+// Addr is the address the server listens on.
+func (s *EchoServer) Addr() net.Addr { return s.ln.Addr() }
+
+// Serve accepts connections until ctx ends, then closes every connection.
+func (s *EchoServer) Serve(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() { s.ln.Close() })
+	defer stop()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			s.closeAll()
+			s.wg.Wait()
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		s.mu.Lock()
+		s.cs[c] = struct{}{}
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.echo(c)
+	}
+}
+
+// Close stops the listener and every connection.
+func (s *EchoServer) Close() error {
+	err := s.ln.Close()
+	s.closeAll()
+	return err
+}
+
+func (s *EchoServer) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.cs {
+		c.Close()
+	}
+}
+
+func (s *EchoServer) echo(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.cs, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	br := bufio.NewReaderSize(c, 64<<10)
+	buf := make([]byte, headerLen+1024)
+	for {
+		if _, err := io.ReadFull(br, buf[:headerLen]); err != nil {
+			return
+		}
+		if binary.BigEndian.Uint32(buf[0:4]) != frameMagic {
+			s.log.Debug("mesh echo: bad magic, closing", "remote", c.RemoteAddr())
+			return
+		}
+		n := int(binary.BigEndian.Uint32(buf[4:8]))
+		if n > maxPayloadBytes {
+			return
+		}
+		if cap(buf) < headerLen+n {
+			nb := make([]byte, headerLen+n)
+			copy(nb, buf[:headerLen])
+			buf = nb
+		}
+		buf = buf[:headerLen+n]
+		if _, err := io.ReadFull(br, buf[headerLen:]); err != nil {
+			return
+		}
+		if _, err := c.Write(buf); err != nil {
+			return
+		}
+	}
+}
