@@ -1,0 +1,131 @@
+"""Typed FastAPI dependencies: database session, and who is calling (org from credential)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Literal
+
+from fastapi import Depends, HTTPException, Request, status
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from stormwatch.core.config import Settings, get_settings
+from stormwatch.core.db import get_sessionmaker
+from stormwatch.core.security import constant_time_equals, hash_token, token_kind
+from stormwatch.models import Agent, ApiKey
+from stormwatch.services.accounts import find_session
+
+SESSION_COOKIE = "sw_session"
+CSRF_COOKIE = "sw_csrf"
+CSRF_HEADER = "X-CSRF-Token"
+UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+
+
+async def get_session() -> AsyncIterator[AsyncSession]:
+    async with get_sessionmaker()() as session:
+        yield session
+
+
+SessionDep = Annotated[AsyncSession, Depends(get_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+@dataclass(frozen=True)
+class Principal:
+    kind: Literal["user", "api_key", "agent"]
+    org_id: uuid.UUID
+    user_id: uuid.UUID | None = None
+    api_key_id: uuid.UUID | None = None
+    agent: Agent | None = None
+
+
+def _unauthorized(detail: str) -> HTTPException:
+    return HTTPException(status.HTTP_401_UNAUTHORIZED, detail,
+                         headers={"WWW-Authenticate": "Bearer"})
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _unauthorized("Authorization header must be 'Bearer <token>'")
+    return token.strip()
+
+
+async def _agent_from_token(session: AsyncSession, token: str) -> Agent:
+    agent = (await session.execute(
+        select(Agent).where(Agent.token_hash == hash_token(token)))).scalar()
+    if agent is None:
+        raise _unauthorized("unknown or rotated agent token")
+    now = datetime.now(UTC)
+    # Throttled so busy agents don't turn every batch into an UPDATE.
+    if agent.last_seen is None or now - agent.last_seen > timedelta(seconds=15):
+        agent.last_seen = now
+        await session.commit()
+    return agent
+
+
+async def get_principal(request: Request, session: SessionDep) -> Principal:
+    token = _bearer(request)
+    if token is not None:
+        kind = token_kind(token)
+        if kind == "api_key":
+            key = (await session.execute(select(ApiKey).where(
+                ApiKey.token_hash == hash_token(token)))).scalar()
+            if key is None or key.revoked_at is not None:
+                raise _unauthorized("unknown or revoked API key")
+            now = datetime.now(UTC)
+            if key.last_used_at is None or now - key.last_used_at > timedelta(minutes=1):
+                await session.execute(update(ApiKey).where(ApiKey.id == key.id)
+                                      .values(last_used_at=now))
+                await session.commit()
+            return Principal(kind="api_key", org_id=key.org_id, api_key_id=key.id)
+        if kind == "agent":
+            agent = await _agent_from_token(session, token)
+            return Principal(kind="agent", org_id=agent.org_id, agent=agent)
+        raise _unauthorized("not a Stormwatch API key or agent token")
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if not cookie:
+        raise _unauthorized("not logged in")
+    row = await find_session(session, cookie)
+    if row is None:
+        raise _unauthorized("session expired, log in again")
+    if request.method in UNSAFE_METHODS:
+        sent = request.headers.get(CSRF_HEADER, "")
+        if not sent or not constant_time_equals(sent, row.csrf_token):
+            raise HTTPException(status.HTTP_403_FORBIDDEN,
+                                f"missing or wrong {CSRF_HEADER} header")
+    return Principal(kind="user", org_id=row.org_id, user_id=row.user_id)
+
+
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+async def get_org_principal(principal: PrincipalDep) -> Principal:
+    """People and REST clients; agent tokens are limited to ingest and config."""
+    if principal.kind == "agent":
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            "agent tokens may only ingest and read their own config")
+    return principal
+
+
+async def get_user_principal(principal: PrincipalDep) -> Principal:
+    if principal.kind != "user":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this action needs a logged-in user")
+    return principal
+
+
+async def get_agent(principal: PrincipalDep) -> Agent:
+    if principal.kind != "agent" or principal.agent is None:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this endpoint takes an agent token")
+    return principal.agent
+
+
+OrgPrincipalDep = Annotated[Principal, Depends(get_org_principal)]
+UserPrincipalDep = Annotated[Principal, Depends(get_user_principal)]
+AgentDep = Annotated[Agent, Depends(get_agent)]

@@ -1,0 +1,100 @@
+"""Enrollment and the agent-facing endpoints, plus the fleet listing for people."""
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi.responses import JSONResponse
+from sqlalchemy import select
+
+from stormwatch.api.deps import AgentDep, OrgPrincipalDep, SessionDep
+from stormwatch.models import Agent, AgentPair
+from stormwatch.schemas.agents import (
+    AgentPairPublic,
+    AgentPublic,
+    AgentSelfUpdate,
+    EnrollRequest,
+    EnrollResponse,
+)
+from stormwatch.services import agents as agent_service
+
+router = APIRouter(tags=["agents"])
+
+ONLINE_WITHIN = timedelta(minutes=2)
+
+
+@router.post("/agents/enroll", response_model=EnrollResponse,
+             status_code=status.HTTP_201_CREATED)
+async def enroll(body: EnrollRequest, session: SessionDep) -> EnrollResponse:
+    try:
+        agent, token = await agent_service.enroll(
+            session, body.enrollment_token, body.name, body.agent_version, body.mesh_address,
+            body.metadata.model_dump())
+    except agent_service.EnrollmentRefused as exc:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, str(exc)) from exc
+    await session.commit()
+    return EnrollResponse(agent_id=agent.id, agent_token=token, org_id=agent.org_id)
+
+
+@router.get("/agent/config", summary="The calling agent's configuration (ETag-versioned)",
+            responses={304: {"description": "Unchanged since If-None-Match"}})
+async def agent_config(request: Request, agent: AgentDep, session: SessionDep) -> Response:
+    config = await agent_service.build_config(session, agent)
+    etag = f'"{config["version"]}"'
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+    return JSONResponse(config, headers={"ETag": etag, "Cache-Control": "no-store"})
+
+
+@router.patch("/agent/self", status_code=status.HTTP_204_NO_CONTENT)
+async def update_self(body: AgentSelfUpdate, agent: AgentDep, session: SessionDep) -> Response:
+    await agent_service.update_self(
+        session, agent, body.agent_version, body.mesh_address,
+        body.metadata.model_dump(exclude_unset=True) if body.metadata else None)
+    await session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _public(a: Agent, now: datetime) -> AgentPublic:
+    if a.last_seen is None:
+        state = "never_seen"
+    else:
+        state = "online" if now - a.last_seen <= ONLINE_WITHIN else "stale"
+    return AgentPublic.model_validate({**{c: getattr(a, c) for c in AgentPublic.model_fields
+                                          if c != "status"}, "status": state})
+
+
+@router.get("/agents", response_model=list[AgentPublic])
+async def list_agents(principal: OrgPrincipalDep, session: SessionDep) -> list[AgentPublic]:
+    rows = (await session.execute(select(Agent).where(Agent.org_id == principal.org_id)
+                                  .order_by(Agent.name))).scalars().all()
+    now = datetime.now(UTC)
+    return [_public(a, now) for a in rows]
+
+
+@router.get("/agents/pairs", response_model=list[AgentPairPublic])
+async def list_pairs(principal: OrgPrincipalDep, session: SessionDep) -> list[AgentPairPublic]:
+    rows = (await session.execute(select(AgentPair).where(
+        AgentPair.org_id == principal.org_id))).scalars().all()
+    return [AgentPairPublic(src_agent_id=r.src_agent_id, dst_agent_id=r.dst_agent_id,
+                            topology_class=r.topology_class) for r in rows]
+
+
+@router.get("/agents/{agent_id}", response_model=AgentPublic)
+async def get_agent(agent_id: uuid.UUID, principal: OrgPrincipalDep,
+                    session: SessionDep) -> AgentPublic:
+    agent = await session.get(Agent, agent_id)
+    if agent is None or agent.org_id != principal.org_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such agent")
+    return _public(agent, datetime.now(UTC))
+
+
+@router.delete("/agents/{agent_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_agent(agent_id: uuid.UUID, principal: OrgPrincipalDep,
+                       session: SessionDep) -> Response:
+    agent = await session.get(Agent, agent_id)
+    if agent is None or agent.org_id != principal.org_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such agent")
+    await session.delete(agent)
+    await session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

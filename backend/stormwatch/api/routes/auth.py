@@ -1,0 +1,67 @@
+"""Login and logout for people; the session lives in an httpOnly cookie."""
+
+from datetime import timedelta
+
+from fastapi import APIRouter, HTTPException, Request, Response, status
+
+from stormwatch.api.deps import (
+    CSRF_COOKIE,
+    SESSION_COOKIE,
+    PrincipalDep,
+    SessionDep,
+    SettingsDep,
+)
+from stormwatch.core.security import hash_token
+from stormwatch.models import Org, User, UserSession
+from stormwatch.schemas.auth import LoginRequest, Me
+from stormwatch.services import accounts
+
+router = APIRouter(prefix="/auth", tags=["auth"])
+
+
+@router.post("/login", response_model=Me)
+async def login(body: LoginRequest, response: Response, session: SessionDep,
+                settings: SettingsDep) -> Me:
+    user = await accounts.authenticate(session, body.email, body.password)
+    if user is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "wrong email or password")
+    ttl = timedelta(hours=settings.session_ttl_hours)
+    token, csrf = await accounts.open_session(session, user, ttl)
+    org = await session.get(Org, user.org_id)
+    await session.commit()
+    max_age = int(ttl.total_seconds())
+    response.set_cookie(SESSION_COOKIE, token, max_age=max_age, httponly=True,
+                        secure=settings.cookie_secure, samesite="lax", path="/")
+    # Readable by the UI's script so it can echo it in X-CSRF-Token (double submit).
+    response.set_cookie(CSRF_COOKIE, csrf, max_age=max_age, httponly=False,
+                        secure=settings.cookie_secure, samesite="lax", path="/")
+    assert org is not None
+    return Me(user_id=user.id, email=user.email, org_id=user.org_id, org_name=org.name,
+              kind="user", csrf_token=csrf)
+
+
+@router.post("/logout", status_code=status.HTTP_204_NO_CONTENT)
+async def logout(request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
+    cookie = request.cookies.get(SESSION_COOKIE)
+    if cookie:
+        row = await session.get(UserSession, hash_token(cookie))
+        if row is not None:
+            await session.delete(row)
+            await session.commit()
+    response = Response(status_code=status.HTTP_204_NO_CONTENT)
+    response.delete_cookie(SESSION_COOKIE, path="/")
+    response.delete_cookie(CSRF_COOKIE, path="/")
+    return response
+
+
+@router.get("/me", response_model=Me)
+async def me(principal: PrincipalDep, session: SessionDep, request: Request) -> Me:
+    org = await session.get(Org, principal.org_id)
+    assert org is not None
+    email = None
+    if principal.user_id is not None:
+        user = await session.get(User, principal.user_id)
+        email = user.email if user else None
+    return Me(user_id=principal.user_id, email=email, org_id=principal.org_id,
+              org_name=org.name, kind=principal.kind,
+              csrf_token=request.cookies.get(CSRF_COOKIE) if principal.kind == "user" else None)

@@ -1,0 +1,137 @@
+"""Org settings, API keys, enrollment tokens and users: what an admin manages."""
+
+import uuid
+from datetime import UTC, datetime
+
+from fastapi import APIRouter, HTTPException, Response, status
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from stormwatch.api.deps import OrgPrincipalDep, SessionDep, UserPrincipalDep
+from stormwatch.models import ApiKey, EnrollmentToken, Org, User
+from stormwatch.schemas.accounts import (
+    ApiKeyCreate,
+    ApiKeyCreated,
+    ApiKeyPublic,
+    EnrollmentTokenCreate,
+    EnrollmentTokenCreated,
+    EnrollmentTokenPublic,
+    OrgPublic,
+    OrgUpdate,
+    UserCreate,
+    UserPublic,
+)
+from stormwatch.services import accounts
+
+router = APIRouter(tags=["settings"])
+
+
+@router.get("/org", response_model=OrgPublic)
+async def get_org(principal: OrgPrincipalDep, session: SessionDep) -> Org:
+    org = await session.get(Org, principal.org_id)
+    assert org is not None
+    return org
+
+
+@router.patch("/org", response_model=OrgPublic)
+async def update_org(body: OrgUpdate, principal: OrgPrincipalDep, session: SessionDep) -> Org:
+    org = await session.get(Org, principal.org_id)
+    assert org is not None
+    if body.name is not None:
+        org.name = body.name
+    if body.raw_retention_days is not None:
+        org.raw_retention_days = body.raw_retention_days
+    if body.rollup_retention_days is not None:
+        org.rollup_retention_days = body.rollup_retention_days
+    if body.mesh_settings is not None:
+        org.mesh_settings = body.mesh_settings.model_dump()
+    await session.commit()
+    return org
+
+
+@router.get("/api-keys", response_model=list[ApiKeyPublic])
+async def list_api_keys(principal: OrgPrincipalDep, session: SessionDep) -> list[ApiKey]:
+    return list((await session.execute(select(ApiKey).where(
+        ApiKey.org_id == principal.org_id).order_by(ApiKey.created_at))).scalars())
+
+
+@router.post("/api-keys", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED)
+async def create_api_key(body: ApiKeyCreate, principal: UserPrincipalDep,
+                         session: SessionDep) -> ApiKeyCreated:
+    key, token = await accounts.create_api_key(session, principal.org_id, body.name,
+                                               principal.user_id)
+    await session.commit()
+    return ApiKeyCreated.model_validate({**ApiKeyPublic.model_validate(key).model_dump(),
+                                         "key": token})
+
+
+@router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def revoke_api_key(key_id: uuid.UUID, principal: UserPrincipalDep,
+                         session: SessionDep) -> Response:
+    key = await session.get(ApiKey, key_id)
+    if key is None or key.org_id != principal.org_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such API key")
+    key.revoked_at = key.revoked_at or datetime.now(UTC)
+    await session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/enrollment-tokens", response_model=list[EnrollmentTokenPublic])
+async def list_enrollment_tokens(principal: OrgPrincipalDep,
+                                 session: SessionDep) -> list[EnrollmentToken]:
+    return list((await session.execute(select(EnrollmentToken).where(
+        EnrollmentToken.org_id == principal.org_id).order_by(EnrollmentToken.created_at)))
+        .scalars())
+
+
+@router.post("/enrollment-tokens", response_model=EnrollmentTokenCreated,
+             status_code=status.HTTP_201_CREATED)
+async def create_enrollment_token(body: EnrollmentTokenCreate, principal: OrgPrincipalDep,
+                                  session: SessionDep) -> EnrollmentTokenCreated:
+    row, token = await accounts.create_enrollment_token(session, principal.org_id, body.name,
+                                                        body.expires_at)
+    await session.commit()
+    return EnrollmentTokenCreated.model_validate(
+        {**EnrollmentTokenPublic.model_validate(row).model_dump(), "token": token})
+
+
+@router.delete("/enrollment-tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def revoke_enrollment_token(token_id: uuid.UUID, principal: OrgPrincipalDep,
+                                  session: SessionDep) -> Response:
+    row = await session.get(EnrollmentToken, token_id)
+    if row is None or row.org_id != principal.org_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such enrollment token")
+    row.revoked_at = row.revoked_at or datetime.now(UTC)
+    await session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/users", response_model=list[UserPublic])
+async def list_users(principal: OrgPrincipalDep, session: SessionDep) -> list[User]:
+    return list((await session.execute(select(User).where(
+        User.org_id == principal.org_id).order_by(User.email))).scalars())
+
+
+@router.post("/users", response_model=UserPublic, status_code=status.HTTP_201_CREATED)
+async def create_user(body: UserCreate, principal: UserPrincipalDep,
+                      session: SessionDep) -> User:
+    try:
+        user = await accounts.create_user(session, principal.org_id, body.email, body.password,
+                                          body.role)
+        await session.commit()
+    except IntegrityError as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, "a user with this email exists") from exc
+    return user
+
+
+@router.delete("/users/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_user(user_id: uuid.UUID, principal: UserPrincipalDep,
+                      session: SessionDep) -> Response:
+    user = await session.get(User, user_id)
+    if user is None or user.org_id != principal.org_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such user")
+    if user.id == principal.user_id:
+        raise HTTPException(status.HTTP_409_CONFLICT, "you cannot delete yourself")
+    await session.delete(user)
+    await session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,242 @@
+"""Runs the whole product locally without Docker: PostgreSQL, Redis, migrations, the API
+(serving the built UI), Celery worker and beat, and optionally a demo fleet of agents.
+
+`make run` calls it with a persistent data directory under the checkout; tests call it
+with a temporary one. It prints one JSON line on stdout when everything answers, stays in
+the foreground, and on SIGINT/SIGTERM stops every process it started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from stormwatch.devtools.bootstrap import create_org_with_admin, org_exists
+from stormwatch.devtools.services import (
+    PostgresServer,
+    RedisServer,
+    free_port,
+    run_migrations,
+    wait_for_port,
+)
+
+REPO = Path(__file__).resolve().parents[3]
+VENV_BIN = Path(sys.executable).parent
+
+
+def log(msg: str) -> None:
+    print(f"[stormwatch] {msg}", file=sys.stderr, flush=True)
+
+
+class Stack:
+    def __init__(self, data_dir: Path, port: int, with_worker: bool, demo_agents: int,
+                 persistent: bool) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.with_worker = with_worker
+        self.demo_agents = demo_agents
+        self.persistent = persistent
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.pg: PostgresServer | None = None
+        self.redis: RedisServer | None = None
+        self.state_file = data_dir / "state.json"
+        self.state: dict[str, Any] = {}
+
+    # -- state kept between runs so `make run` reuses data, ports and the demo login ----
+    def _load_state(self) -> None:
+        if self.state_file.exists():
+            self.state = json.loads(self.state_file.read_text())
+
+    def _save_state(self) -> None:
+        self.state_file.write_text(json.dumps(self.state, indent=2))
+        os.chmod(self.state_file, 0o600)
+
+    def start(self) -> dict[str, Any]:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.data_dir, 0o755)  # postgres must traverse into its data dir
+        self._load_state()
+        self.state.setdefault("secret_key", secrets.token_urlsafe(32))
+        database_url = os.environ.get("DATABASE_URL")
+        if not database_url:
+            self.state.setdefault("pg_port", free_port())
+            self.state.setdefault("pg_password", secrets.token_urlsafe(16))
+            self.pg = PostgresServer(self.data_dir / "pg", self.state["pg_port"],
+                                     password=self.state["pg_password"])
+            self.pg.init()
+            log(f"starting PostgreSQL on 127.0.0.1:{self.pg.port} ({self.pg.data_dir})")
+            self.pg.start()
+            database_url = self.pg.url
+        redis_url = os.environ.get("REDIS_URL")
+        if not redis_url:
+            self.state.setdefault("redis_port", free_port())
+            self.redis = RedisServer(self.data_dir / "redis", self.state["redis_port"],
+                                     persistent=self.persistent)
+            log(f"starting Redis on 127.0.0.1:{self.redis.port}")
+            self.redis.start()
+            redis_url = self.redis.url
+        self._save_state()
+
+        log("applying migrations")
+        run_migrations(database_url)
+        demo = self.state.get("demo")
+        if demo is None or not asyncio.run(org_exists(database_url, demo["org_id"])):
+            creds = asyncio.run(create_org_with_admin(database_url, "Demo", "admin@stormwatch.local"))
+            demo = creds.as_dict()
+            self.state["demo"] = demo
+            self._save_state()
+
+        self.env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
+                    "SECRET_KEY": self.state["secret_key"], "PYTHONPATH": str(REPO / "backend"),
+                    "PYTHONUNBUFFERED": "1"}
+        self._spawn("api", [str(VENV_BIN / "uvicorn"), "stormwatch.main:app", "--host",
+                            "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+                            "--no-access-log"])
+        wait_for_port(self.port, 60, self.procs[-1][1])
+        if self.with_worker:
+            self._spawn("worker", [str(VENV_BIN / "celery"), "-A", "stormwatch.worker.app",
+                                   "worker", "--loglevel", "WARNING", "--concurrency", "2",
+                                   "--without-gossip", "--without-mingle"])
+            self._spawn("beat", [str(VENV_BIN / "celery"), "-A", "stormwatch.worker.app", "beat",
+                                 "--loglevel", "WARNING", "--schedule",
+                                 str(self.data_dir / "celerybeat-schedule")])
+        url = f"http://127.0.0.1:{self.port}"
+        if self.demo_agents:
+            self._start_agents(url, demo["enrollment_token"])
+        return {"url": url, "email": demo["email"], "password": demo["password"],
+                "enrollment_token": demo["enrollment_token"], "api_key": demo["api_key"],
+                "org_id": demo["org_id"], "database_url": database_url, "redis_url": redis_url}
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        logf = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives with the process
+        # Own process group, so stopping kills the whole tree and leaves no orphans.
+        proc = subprocess.Popen(args, env=env or self.env, cwd=REPO, stdin=subprocess.DEVNULL,
+                                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append((name, proc))
+
+    def _start_agents(self, api_url: str, enrollment_token: str) -> None:
+        binary = REPO / "agents" / "bin" / "stormwatch-agent"
+        if not binary.exists():
+            log("agent binary missing (agents/bin/stormwatch-agent): no demo fleet")
+            return
+        for i in range(self.demo_agents):
+            name = f"demo-{i + 1}"
+            state = self.data_dir / "agents" / name
+            state.mkdir(parents=True, exist_ok=True)
+            port_key = f"agent_port_{i}"
+            self.state.setdefault(port_key, free_port())
+            self.state.setdefault(f"agent_metrics_port_{i}", free_port())
+            self._save_state()
+            env = {**self.env, "STORMWATCH_API_URL": api_url,
+                   "STORMWATCH_ENROLLMENT_TOKEN": enrollment_token}
+            args = [str(binary), "run", "--api-url", api_url, "--name", name,
+                    "--state-dir", str(state),
+                    "--mesh-listen", f"127.0.0.1:{self.state[port_key]}",
+                    "--metrics-listen", f"127.0.0.1:{self.state[f'agent_metrics_port_{i}']}",
+                    "--provider", "local", "--region", "loopback", "--zone", f"loopback-{'abc'[i % 3]}"]
+            self._spawn(f"agent-{name}", args, env)
+
+    def check(self) -> str | None:
+        for name, proc in self.procs:
+            if proc.poll() is not None:
+                return f"{name} exited with code {proc.returncode} (see {self.data_dir}/{name}.log)"
+        return None
+
+    def stop(self) -> None:
+        for _name, proc in reversed(self.procs):
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 15
+        for _name, proc in reversed(self.procs):
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            try:  # anything left in the group, including grandchildren
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        self.procs.clear()
+        if self.redis:
+            self.redis.stop()
+        if self.pg:
+            self.pg.stop()
+
+
+def wait_healthy(url: str, timeout_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/api/v1/health", timeout=3) as r:
+                return dict(json.loads(r.read()))
+        except urllib.error.HTTPError as e:
+            last = json.loads(e.read() or b"{}")
+        except OSError:
+            pass
+        time.sleep(0.5)
+    return last
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--data-dir", type=Path, help="kept between runs; a temp dir if omitted")
+    p.add_argument("--port", type=int, default=0, help="API port (0: a free one)")
+    p.add_argument("--with-worker", action="store_true", help="start Celery worker and beat")
+    p.add_argument("--demo-agents", type=int, default=0, help="local agents meshing on loopback")
+    p.add_argument("--human", action="store_true", help="print a banner instead of JSON")
+    args = p.parse_args()
+
+    persistent = args.data_dir is not None
+    data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="stormwatch-stack-"))
+    stack = Stack(data_dir.resolve(), args.port or free_port(), args.with_worker,
+                  args.demo_agents, persistent)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        info = stack.start()
+        if args.with_worker:
+            health = wait_healthy(info["url"], 60)
+            info["health_ok"] = bool(health.get("ok"))
+        if args.human:
+            print(
+                f"\n  Stormwatch is running: {info['url']}\n"
+                f"  Log in as {info['email']} / {info['password']}\n"
+                f"  API docs: {info['url']}/docs   health: {info['url']}/api/v1/health\n"
+                f"  Agent enrollment token: {info['enrollment_token']}\n"
+                f"  Data and logs: {data_dir}\n  Ctrl-C stops everything.\n", flush=True)
+        else:
+            print(json.dumps(info), flush=True)
+        while not stop.wait(1.0):
+            problem = stack.check()
+            if problem:
+                log(problem)
+                return 1
+        return 0
+    finally:
+        log("stopping")
+        stack.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

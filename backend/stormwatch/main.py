@@ -1,0 +1,120 @@
+"""The FastAPI application: REST API under /api/v1, the built UI at /."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import asyncpg
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+from sqlalchemy import exc as sa_exc
+
+from stormwatch import __version__
+from stormwatch.api.routes import agents, auth, health, ingest, settings
+from stormwatch.core.config import get_settings
+from stormwatch.core.db import get_engine
+from stormwatch.core.logging import setup_logging
+
+log = logging.getLogger("stormwatch.api")
+API_PREFIX = "/api/v1"
+
+ROUTERS = [
+    health.router,
+    auth.router,
+    agents.router,
+    ingest.router,
+    settings.router,
+]
+
+
+@asynccontextmanager
+async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    yield
+    await get_engine().dispose()
+
+
+def _db_unavailable(request: Request, exc: Exception) -> JSONResponse:
+    log.warning("database unavailable on %s %s: %s", request.method, request.url.path,
+                type(exc).__name__)
+    retry = str(get_settings().db_unavailable_retry_after_s)
+    return JSONResponse({"detail": "database unavailable, retry later"}, status_code=503,
+                        headers={"Retry-After": retry})
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, OSError | ConnectionError | TimeoutError
+                      | asyncpg.PostgresConnectionError | asyncpg.CannotConnectNowError
+                      | asyncpg.InterfaceError | sa_exc.TimeoutError):
+            return True
+        if isinstance(cur, sa_exc.DBAPIError) and cur.connection_invalidated:
+            return True
+        if isinstance(cur, asyncpg.PostgresError) and getattr(cur, "sqlstate", "").startswith(
+                ("08", "57P")):  # connection exception, operator intervention (shutdown)
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def create_app() -> FastAPI:
+    settings = get_settings()
+    setup_logging(settings.log_level)
+    app = FastAPI(
+        title="Stormwatch API",
+        version=__version__,
+        description="Latency of the public cloud: mesh RTT, object storage, throughput. "
+        "People authenticate with the session cookie (and X-CSRF-Token on writes), REST "
+        "clients with `Authorization: Bearer swk_...` API keys, agents with their own token.",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    for router in ROUTERS:
+        app.include_router(router, prefix=API_PREFIX)
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        if _is_connection_error(exc):
+            return _db_unavailable(request, exc)
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                   "type": e.get("type", "")} for e in exc.errors()]
+        return JSONResponse({"detail": errors}, status_code=422)
+
+    _mount_ui(app, settings.frontend_dist)
+    return app
+
+
+def _mount_ui(app: FastAPI, dist: Path) -> None:
+    index = dist / "index.html"
+    if (dist / "assets").is_dir():
+        app.mount("/assets", StaticFiles(directory=dist / "assets"), name="assets")
+
+    @app.get("/{path:path}", include_in_schema=False, response_model=None)
+    async def spa(path: str) -> FileResponse | PlainTextResponse | JSONResponse:
+        if path.startswith("api/"):
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        candidate = (dist / path).resolve()
+        if path and candidate.is_file() and dist.resolve() in candidate.parents:
+            return FileResponse(candidate)
+        if index.is_file():
+            return FileResponse(index)
+        return PlainTextResponse(
+            "Stormwatch API is running. The UI is not built yet: run `make run` "
+            "(it builds frontend/) or see /docs for the API.", status_code=200)
+
+
+app = create_app()

@@ -1,0 +1,83 @@
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, EmailStr, Field
+
+
+class ApiKeyCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+
+
+class ApiKeyPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class ApiKeyCreated(ApiKeyPublic):
+    key: str = Field(description="The full key. Shown once; only its hash is stored.")
+
+
+class EnrollmentTokenCreate(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    expires_at: datetime | None = None
+
+
+class EnrollmentTokenPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    name: str
+    prefix: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+
+
+class EnrollmentTokenCreated(EnrollmentTokenPublic):
+    token: str = Field(description="The full token. Shown once; only its hash is stored.")
+
+
+class UserCreate(BaseModel):
+    email: EmailStr
+    password: str = Field(min_length=12, max_length=500)
+    role: str = Field(default="admin", pattern="^(admin|viewer)$")
+
+
+class UserPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    email: str
+    role: str
+    created_at: datetime
+
+
+class MeshSettings(BaseModel):
+    enabled: bool = True
+    rate_hz: float = Field(default=10, gt=0, le=1000)
+    payload_bytes: int = Field(default=1024, ge=16, le=1024 * 1024)
+    timeout_ms: int = Field(default=1000, ge=1, le=60_000)
+
+
+class OrgPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    name: str
+    slug: str
+    raw_retention_days: int
+    rollup_retention_days: int
+    mesh_settings: MeshSettings
+
+
+class OrgUpdate(BaseModel):
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    raw_retention_days: int | None = Field(default=None, ge=1, le=90)
+    rollup_retention_days: int | None = Field(default=None, ge=7, le=3650)
+    mesh_settings: MeshSettings | None = None

@@ -1,0 +1,17 @@
+import uuid
+
+from pydantic import BaseModel, EmailStr, Field
+
+
+class LoginRequest(BaseModel):
+    email: EmailStr
+    password: str = Field(min_length=1, max_length=500)
+
+
+class Me(BaseModel):
+    user_id: uuid.UUID | None
+    email: str | None
+    org_id: uuid.UUID
+    org_name: str
+    kind: str
+    csrf_token: str | None = None

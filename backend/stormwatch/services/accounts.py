@@ -1,0 +1,87 @@
+"""Orgs, users, sessions, API keys and enrollment tokens."""
+
+from __future__ import annotations
+
+import re
+import secrets
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from stormwatch.core.security import hash_password, hash_token, new_token, verify_password
+from stormwatch.models import ApiKey, EnrollmentToken, Org, User, UserSession
+from stormwatch.models.org import DEFAULT_MESH_SETTINGS
+
+
+def slugify(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    return slug[:90] or "org"
+
+
+async def create_org(session: AsyncSession, name: str, slug: str | None = None) -> Org:
+    org = Org(id=uuid.uuid4(), name=name, slug=slug or slugify(name),
+              mesh_settings=dict(DEFAULT_MESH_SETTINGS))
+    session.add(org)
+    await session.flush()
+    return org
+
+
+async def create_user(session: AsyncSession, org_id: uuid.UUID, email: str, password: str,
+                      role: str = "admin") -> User:
+    user = User(id=uuid.uuid4(), org_id=org_id, email=email.lower(),
+                password_hash=hash_password(password), role=role)
+    session.add(user)
+    await session.flush()
+    return user
+
+
+async def authenticate(session: AsyncSession, email: str, password: str) -> User | None:
+    user = (await session.execute(select(User).where(User.email == email.lower()))).scalar()
+    if user is None:
+        # Same cost as a real check so response time doesn't reveal which emails exist.
+        verify_password(_DUMMY_HASH, password)
+        return None
+    return user if verify_password(user.password_hash, password) else None
+
+
+_DUMMY_HASH = hash_password(secrets.token_urlsafe(16))
+
+
+async def open_session(session: AsyncSession, user: User, ttl: timedelta) -> tuple[str, str]:
+    """Returns (session token for the httpOnly cookie, CSRF token for the readable cookie)."""
+    tok = new_token("session")
+    csrf = secrets.token_urlsafe(32)
+    session.add(UserSession(token_hash=tok.token_hash, user_id=user.id, org_id=user.org_id,
+                            csrf_token=csrf, expires_at=datetime.now(UTC) + ttl))
+    await session.flush()
+    return tok.token, csrf
+
+
+async def find_session(session: AsyncSession, token: str) -> UserSession | None:
+    row = await session.get(UserSession, hash_token(token))
+    if row is None or row.expires_at <= datetime.now(UTC):
+        return None
+    return row
+
+
+async def create_api_key(session: AsyncSession, org_id: uuid.UUID, name: str,
+                         created_by: uuid.UUID | None) -> tuple[ApiKey, str]:
+    tok = new_token("api_key")
+    key = ApiKey(id=uuid.uuid4(), org_id=org_id, name=name, prefix=tok.prefix,
+                 token_hash=tok.token_hash, created_by=created_by)
+    session.add(key)
+    await session.flush()
+    return key, tok.token
+
+
+async def create_enrollment_token(session: AsyncSession, org_id: uuid.UUID, name: str,
+                                  expires_at: datetime | None = None
+                                  ) -> tuple[EnrollmentToken, str]:
+    tok = new_token("enrollment")
+    row = EnrollmentToken(id=uuid.uuid4(), org_id=org_id, name=name, prefix=tok.prefix,
+                          token_hash=tok.token_hash, expires_at=expires_at)
+    session.add(row)
+    await session.flush()
+    return row, tok.token

@@ -1,0 +1,140 @@
+"""Agent enrollment, topology classes and the configuration each agent pulls."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from stormwatch.core.security import hash_token, new_token
+from stormwatch.models import Agent, AgentPair, EnrollmentToken, Org
+from stormwatch.models.org import DEFAULT_MESH_SETTINGS
+
+METADATA_FIELDS = ("provider", "region", "zone", "subnet", "instance_type", "private_ip",
+                   "public_ip")
+
+
+def topology_class(src: Agent, dst: Agent) -> str:
+    """Seed 003 §4.3 classes, from the widest difference between the two agents."""
+    if src.id == dst.id:
+        return "self"
+    if src.provider != dst.provider:
+        return "cross_provider"
+    if src.region != dst.region:
+        return "cross_region"
+    if src.zone != dst.zone:
+        return "cross_az"
+    if src.subnet != dst.subnet:
+        return "cross_subnet"
+    return "same_subnet"
+
+
+async def refresh_pairs(session: AsyncSession, org_id: uuid.UUID) -> None:
+    """Recomputes the topology class of every ordered pair of the org's agents."""
+    agents = (await session.execute(select(Agent).where(Agent.org_id == org_id))).scalars().all()
+    rows = [{"org_id": org_id, "src_agent_id": a.id, "dst_agent_id": b.id,
+             "topology_class": topology_class(a, b)} for a in agents for b in agents]
+    await session.execute(delete(AgentPair).where(AgentPair.org_id == org_id))
+    if rows:
+        await session.execute(insert(AgentPair), rows)
+
+
+class EnrollmentRefused(Exception):
+    pass
+
+
+async def enroll(session: AsyncSession, enrollment_token: str, name: str,
+                 agent_version: str, mesh_address: str, metadata: dict[str, str]
+                 ) -> tuple[Agent, str]:
+    et = (await session.execute(select(EnrollmentToken).where(
+        EnrollmentToken.token_hash == hash_token(enrollment_token)))).scalar()
+    now = datetime.now(UTC)
+    if et is None or et.revoked_at is not None or (et.expires_at and et.expires_at <= now):
+        raise EnrollmentRefused("unknown, revoked or expired enrollment token")
+    tok = new_token("agent")
+    agent = (await session.execute(select(Agent).where(
+        Agent.org_id == et.org_id, Agent.name == name).with_for_update())).scalar()
+    if agent is None:
+        agent = Agent(id=uuid.uuid4(), org_id=et.org_id, name=name, first_seen=now)
+        session.add(agent)
+    # Re-enrolling an existing name rotates its token: a reinstalled VM keeps its history.
+    agent.token_prefix = tok.prefix
+    agent.token_hash = tok.token_hash
+    agent.enrolled_with = et.id
+    agent.agent_version = agent_version
+    agent.mesh_address = mesh_address
+    agent.last_seen = now
+    for f in METADATA_FIELDS:
+        setattr(agent, f, metadata.get(f, "") or "")
+    await session.flush()
+    await refresh_pairs(session, et.org_id)
+    return agent, tok.token
+
+
+async def update_self(session: AsyncSession, agent: Agent, agent_version: str | None,
+                      mesh_address: str | None, metadata: dict[str, str] | None) -> None:
+    changed_topology = False
+    if agent_version is not None:
+        agent.agent_version = agent_version
+    if mesh_address is not None:
+        agent.mesh_address = mesh_address
+    if metadata:
+        for f in METADATA_FIELDS:
+            if f in metadata and getattr(agent, f) != (metadata[f] or ""):
+                setattr(agent, f, metadata[f] or "")
+                changed_topology |= f in ("provider", "region", "zone", "subnet")
+    agent.last_seen = datetime.now(UTC)
+    await session.flush()
+    if changed_topology:
+        await refresh_pairs(session, agent.org_id)
+
+
+def default_groups(me: Agent, agents: list[Agent]) -> list[dict[str, Any]]:
+    """Seed 003 §3 quorums: majority of my zone's agents, and majority across my region's
+    zones (one agent per zone, me standing for mine)."""
+    groups: list[dict[str, Any]] = []
+    zone_members = sorted((a for a in agents if a.provider == me.provider
+                           and a.region == me.region and a.zone == me.zone),
+                          key=lambda a: a.name)
+    if len(zone_members) >= 2:
+        groups.append({"name": "zone-majority", "k": len(zone_members) // 2 + 1,
+                       "members": [str(a.id) for a in zone_members]})
+    by_zone: dict[str, Agent] = {}
+    for a in sorted(agents, key=lambda a: a.name):
+        if a.provider == me.provider and a.region == me.region and a.zone != me.zone:
+            by_zone.setdefault(a.zone, a)
+    if by_zone:
+        members = [me, *by_zone.values()]
+        groups.append({"name": "region-majority", "k": len(members) // 2 + 1,
+                       "members": [str(a.id) for a in members]})
+    return groups
+
+
+async def build_config(session: AsyncSession, agent: Agent) -> dict[str, Any]:
+    from stormwatch.services.storage_targets import storage_targets_for_agent
+
+    org = await session.get(Org, agent.org_id)
+    assert org is not None
+    mesh = {**DEFAULT_MESH_SETTINGS, **(org.mesh_settings or {})}
+    agents = list((await session.execute(
+        select(Agent).where(Agent.org_id == agent.org_id).order_by(Agent.name))).scalars())
+    peers = [{"agent_id": str(a.id), "name": a.name, "address": a.mesh_address,
+              "provider": a.provider, "region": a.region, "zone": a.zone, "subnet": a.subnet}
+             for a in agents if a.mesh_address]
+    content: dict[str, Any] = {
+        "agent_id": str(agent.id),
+        "config_poll_s": 30,
+        "mesh": {**mesh, "peers": peers if mesh.get("enabled", True) else [],
+                 "groups": default_groups(agent, [a for a in agents if a.mesh_address])},
+        "storage": {"targets": await storage_targets_for_agent(session, agent)},
+        "shipper": {"max_batch_samples": 20000, "max_batch_age_ms": 2000},
+    }
+    version = hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+    return {"version": version, **content}
+

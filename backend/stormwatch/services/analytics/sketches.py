@@ -1,0 +1,457 @@
+"""DDSketch with 1% relative accuracy, stored as the DDSketch protobuf.
+
+The wire format is the `DDSketch` message shared by Datadog's Go `sketches-go` and Python
+`ddsketch` (fields: mapping=1, positiveValues=2, negativeValues=3, zeroCount=4). Encoding
+and decoding are written here against that schema so that thousands of stored sketches can
+be decoded straight into numpy arrays and merged with one `bincount`, which is what keeps
+fleet-wide percentile queries fast. Keys follow the logarithmic mapping of both libraries:
+key(v) = ceil(log_gamma(v)), value(key) = gamma**key * 2 / (1 + gamma), gamma = (1+a)/(1-a).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+RELATIVE_ACCURACY = 0.01
+GAMMA = 1.0 + 2.0 * RELATIVE_ACCURACY / (1.0 - RELATIVE_ACCURACY)
+# Same expression as both libraries (log1p of the mantissa) so keys agree bit for bit.
+LOG_GAMMA = math.log1p(2.0 * RELATIVE_ACCURACY / (1.0 - RELATIVE_ACCURACY))
+# Values at or below this are counted as zeros, as the libraries do.
+MIN_INDEXABLE = np.finfo(np.float64).tiny * GAMMA
+
+_F64 = struct.Struct("<d")
+_MAX_GAP_BINS = 24
+_MAX_SPARSE_BINS = 8
+
+
+class SketchDecodeError(ValueError):
+    pass
+
+
+@dataclass
+class Sketch:
+    """Positive-value DDSketch: dense counts for keys offset..offset+len(counts)-1."""
+
+    offset: int
+    counts: NDArray[np.float64]
+    zero_count: float = 0.0
+
+    @property
+    def count(self) -> float:
+        return float(self.counts.sum()) + self.zero_count
+
+    @classmethod
+    def empty(cls) -> Sketch:
+        return cls(0, np.zeros(0), 0.0)
+
+    @classmethod
+    def from_values(cls, values: NDArray[np.floating] | Sequence[float]) -> Sketch:
+        v = np.asarray(values, dtype=np.float64)
+        v = v[np.isfinite(v)]
+        if np.any(v < 0):
+            raise ValueError("latency sketches take non-negative values only")
+        pos = v[v > MIN_INDEXABLE]
+        zero = float(v.size - pos.size)
+        if pos.size == 0:
+            return cls(0, np.zeros(0), zero)
+        keys = value_keys(pos)
+        lo = int(keys.min())
+        counts = np.bincount(keys - lo).astype(np.float64)
+        return cls(lo, counts, zero)
+
+    def merge(self, other: Sketch) -> Sketch:
+        return merge_sketches([self, other])
+
+    def quantile(self, q: float) -> float | None:
+        return quantiles_from_bins(self.offset, self.counts, self.zero_count, [q])[0]
+
+    def to_bytes(self) -> bytes:
+        return encode(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Sketch:
+        return decode(data)
+
+
+def value_keys(values: NDArray[np.float64]) -> NDArray[np.int64]:
+    return np.ceil(np.log(values) / LOG_GAMMA).astype(np.int64)
+
+
+def key_values(keys: NDArray[np.integer] | int) -> NDArray[np.float64]:
+    return np.exp(np.asarray(keys, dtype=np.float64) * LOG_GAMMA) * (2.0 / (1.0 + GAMMA))
+
+
+# --- protobuf wire format -------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def _unzigzag(n: int) -> int:
+    return (n >> 1) ^ -(n & 1)
+
+
+def _field(tag: int, payload: bytes) -> bytes:
+    return _varint(tag) + _varint(len(payload)) + payload
+
+
+# IndexMapping{gamma, indexOffset=0, interpolation=NONE}: constant for every sketch we write.
+_MAPPING = _field(0x0A, b"\x09" + _F64.pack(GAMMA))
+
+
+def encode(sketch: Sketch) -> bytes:
+    counts = np.asarray(sketch.counts, dtype=np.float64)
+    nz = np.flatnonzero(counts)
+    store = b""
+    if nz.size:
+        # The densest run of bins goes in the contiguous array; bins separated from it by
+        # long gaps (rare spikes far above the body) go in the sparse map, where each costs
+        # ~14 bytes instead of 8 bytes for every empty bin in between.
+        breaks = np.flatnonzero(np.diff(nz) > _MAX_GAP_BINS) + 1
+        runs = np.split(nz, breaks)
+        weights = [float(counts[r].sum()) for r in runs]
+        body = runs[int(np.argmax(weights))]
+        first, last = int(body[0]), int(body[-1])
+        if nz.size - body.size > _MAX_SPARSE_BINS:
+            # Many outlying bins: one contiguous array decodes much faster than a long map.
+            first, last = int(nz[0]), int(nz[-1])
+        dense = counts[first : last + 1]
+        store = _field(0x12, dense.astype("<f8").tobytes())
+        offset = sketch.offset + first
+        if offset != 0:
+            store += b"\x18" + _varint(_zigzag(offset))
+        parts = []
+        for i in nz:
+            if first <= i <= last:
+                continue
+            entry = (b"\x08" + _varint(_zigzag(int(i) + sketch.offset))
+                     + b"\x11" + _F64.pack(float(counts[i])))
+            parts.append(_field(0x0A, entry))
+        store = b"".join(parts) + store
+    out = _MAPPING + _field(0x12, store)
+    if sketch.zero_count:
+        out += b"\x21" + _F64.pack(float(sketch.zero_count))
+    return out
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        if pos >= len(buf):
+            raise SketchDecodeError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise SketchDecodeError("varint too long")
+
+
+def _skip(buf: bytes, pos: int, wire: int) -> int:
+    if wire == 0:
+        return _read_varint(buf, pos)[1]
+    if wire == 1:
+        return pos + 8
+    if wire == 2:
+        n, pos = _read_varint(buf, pos)
+        return pos + n
+    if wire == 5:
+        return pos + 4
+    raise SketchDecodeError(f"unsupported wire type {wire}")
+
+
+def _decode_mapping(buf: bytes, pos: int, end: int) -> None:
+    gamma, index_offset, interpolation = GAMMA, 0.0, 0
+    while pos < end:
+        tag, pos = _read_varint(buf, pos)
+        field, wire = tag >> 3, tag & 7
+        if field == 1 and wire == 1:
+            gamma = _F64.unpack_from(buf, pos)[0]
+            pos += 8
+        elif field == 2 and wire == 1:
+            index_offset = _F64.unpack_from(buf, pos)[0]
+            pos += 8
+        elif field == 3 and wire == 0:
+            interpolation, pos = _read_varint(buf, pos)
+        else:
+            pos = _skip(buf, pos, wire)
+    if abs(gamma - GAMMA) > 1e-12 or index_offset != 0.0 or interpolation != 0:
+        raise SketchDecodeError(
+            f"sketch mapping (gamma={gamma}, offset={index_offset}, interpolation={interpolation})"
+            " is not the 1% logarithmic mapping; it cannot be merged")
+
+
+def _decode_store(buf: bytes, pos: int, end: int) -> tuple[int, NDArray[np.float64]]:
+    contiguous: NDArray[np.float64] | None = None
+    c_offset = 0
+    sparse_keys: list[int] = []
+    sparse_counts: list[float] = []
+    while pos < end:
+        tag, pos = _read_varint(buf, pos)
+        field, wire = tag >> 3, tag & 7
+        if field == 2 and wire == 2:
+            n, pos = _read_varint(buf, pos)
+            contiguous = np.frombuffer(buf, dtype="<f8", count=n // 8, offset=pos)
+            pos += n
+        elif field == 2 and wire == 1:  # unpacked repeated double
+            arr = [] if contiguous is None else list(contiguous)
+            arr.append(_F64.unpack_from(buf, pos)[0])
+            contiguous = np.asarray(arr)
+            pos += 8
+        elif field == 3 and wire == 0:
+            raw, pos = _read_varint(buf, pos)
+            c_offset = _unzigzag(raw)
+        elif field == 1 and wire == 2:
+            n, pos = _read_varint(buf, pos)
+            entry_end = pos + n
+            key, cnt = 0, 0.0
+            while pos < entry_end:
+                etag, pos = _read_varint(buf, pos)
+                if etag == 0x08:
+                    raw, pos = _read_varint(buf, pos)
+                    key = _unzigzag(raw)
+                elif etag == 0x11:
+                    cnt = _F64.unpack_from(buf, pos)[0]
+                    pos += 8
+                else:
+                    pos = _skip(buf, pos, etag & 7)
+            sparse_keys.append(key)
+            sparse_counts.append(cnt)
+        else:
+            pos = _skip(buf, pos, wire)
+    if not sparse_keys:
+        if contiguous is None:
+            return 0, np.zeros(0)
+        return c_offset, contiguous
+    keys = np.asarray(sparse_keys, dtype=np.int64)
+    vals = np.asarray(sparse_counts, dtype=np.float64)
+    if contiguous is not None and contiguous.size:
+        keys = np.concatenate([keys, np.arange(contiguous.size) + c_offset])
+        vals = np.concatenate([vals, contiguous])
+    lo = int(keys.min())
+    return lo, np.bincount(keys - lo, weights=vals)
+
+
+_MAPPING_LEN = len(_MAPPING)
+
+
+def _fast_decode(buf: bytes) -> Sketch | None:
+    """Sketches written by `encode` (mapping, one store with only contiguous bins, optional
+    zero count) decode here without the general parser: this is the hot path of queries
+    that merge thousands of stored sketches."""
+    if not buf.startswith(_MAPPING):
+        return None
+    pos = _MAPPING_LEN
+    end = len(buf)
+    if pos == end:
+        return Sketch(0, np.zeros(0), 0.0)
+    if buf[pos] != 0x12:
+        return None
+    n, pos = _read_varint(buf, pos + 1)
+    store_end = pos + n
+    if pos >= store_end or buf[pos] != 0x12:
+        return None
+    m, pos = _read_varint(buf, pos + 1)
+    counts = np.frombuffer(buf, dtype="<f8", count=m >> 3, offset=pos)
+    pos += m
+    offset = 0
+    if pos < store_end:
+        if buf[pos] != 0x18:
+            return None
+        raw, pos = _read_varint(buf, pos + 1)
+        offset = (raw >> 1) ^ -(raw & 1)
+    if pos != store_end:
+        return None
+    zero = 0.0
+    if pos < end:
+        if buf[pos] != 0x21 or end - pos != 9:
+            return None
+        zero = _F64.unpack_from(buf, pos + 1)[0]
+    return Sketch(offset, counts, zero)
+
+
+def decode(data: bytes) -> Sketch:
+    buf = data if isinstance(data, bytes) else bytes(data)
+    fast = _fast_decode(buf)
+    if fast is not None:
+        return fast
+    pos, end = 0, len(buf)
+    offset, counts, zero = 0, np.zeros(0), 0.0
+    try:
+        while pos < end:
+            tag, pos = _read_varint(buf, pos)
+            field, wire = tag >> 3, tag & 7
+            if wire == 2:
+                n, pos = _read_varint(buf, pos)
+                if field == 1:
+                    _decode_mapping(buf, pos, pos + n)
+                elif field == 2:
+                    offset, counts = _decode_store(buf, pos, pos + n)
+                elif field == 3:
+                    _, neg = _decode_store(buf, pos, pos + n)
+                    if neg.sum() > 0:
+                        raise SketchDecodeError("latency sketches never hold negative values")
+                pos += n
+            elif field == 4 and wire == 1:
+                zero = _F64.unpack_from(buf, pos)[0]
+                pos += 8
+            else:
+                pos = _skip(buf, pos, wire)
+    except struct.error as exc:
+        raise SketchDecodeError(f"truncated sketch: {exc}") from exc
+    if pos != end:
+        raise SketchDecodeError("trailing bytes after sketch")
+    return Sketch(offset, counts, zero)
+
+
+# --- merging and quantiles ------------------------------------------------------------
+
+
+def merge_sketches(sketches: Iterable[Sketch]) -> Sketch:
+    items = [s for s in sketches if s.counts.size or s.zero_count]
+    zero = float(sum(s.zero_count for s in items))
+    items = [s for s in items if s.counts.size]
+    if not items:
+        return Sketch(0, np.zeros(0), zero)
+    lo = min(s.offset for s in items)
+    hi = max(s.offset + s.counts.size for s in items)
+    out = np.zeros(hi - lo)
+    for s in items:
+        out[s.offset - lo : s.offset - lo + s.counts.size] += s.counts
+    return Sketch(lo, out, zero)
+
+
+def quantiles_from_bins(offset: int, counts: NDArray[np.float64], zero_count: float,
+                        qs: Sequence[float]) -> list[float | None]:
+    """DDSketch quantiles: the bin holding the element of rank floor(q * (n - 1))."""
+    total = float(counts.sum()) + zero_count
+    if total <= 0:
+        return [None for _ in qs]
+    cum = np.cumsum(counts)
+    out: list[float | None] = []
+    for q in qs:
+        rank = q * (total - 1)
+        if rank < zero_count:
+            out.append(0.0)
+            continue
+        i = int(np.searchsorted(cum, rank - zero_count, side="right"))
+        i = min(i, counts.size - 1)
+        out.append(float(key_values(offset + i)))
+    return out
+
+
+class GroupedBins:
+    """Many sketches merged per group at once: a dense (groups x keys) count matrix."""
+
+    def __init__(self, n_groups: int) -> None:
+        self.n_groups = n_groups
+        self._groups: list[NDArray[np.int64]] = []
+        self._keys: list[NDArray[np.int64]] = []
+        self._counts: list[NDArray[np.float64]] = []
+        self.zero = np.zeros(n_groups)
+
+    def add(self, group: int, sketch: Sketch) -> None:
+        if sketch.counts.size:
+            self._groups.append(np.full(sketch.counts.size, group, dtype=np.int64))
+            self._keys.append(np.arange(sketch.counts.size, dtype=np.int64) + sketch.offset)
+            self._counts.append(sketch.counts)
+        if sketch.zero_count:
+            self.zero[group] += sketch.zero_count
+
+    def add_blob(self, group: int, blob: bytes | None) -> None:
+        if blob:
+            self.add(group, decode(blob))
+
+    def matrix(self) -> tuple[int, NDArray[np.float64]]:
+        """(offset, counts[group, key - offset])."""
+        if not self._keys:
+            return 0, np.zeros((self.n_groups, 0))
+        keys = np.concatenate(self._keys)
+        groups = np.concatenate(self._groups)
+        counts = np.concatenate(self._counts)
+        lo, hi = int(keys.min()), int(keys.max())
+        width = hi - lo + 1
+        flat = np.bincount(groups * width + (keys - lo), weights=counts,
+                           minlength=self.n_groups * width)
+        return lo, flat.reshape(self.n_groups, width)
+
+    def sketch(self, group: int) -> Sketch:
+        lo, m = self.matrix()
+        return Sketch(lo, m[group].copy(), float(self.zero[group]))
+
+    def sketches(self) -> list[Sketch]:
+        lo, m = self.matrix()
+        return [Sketch(lo, m[g], float(self.zero[g])) for g in range(self.n_groups)]
+
+
+def grouped_quantiles(offset: int, matrix: NDArray[np.float64], zero: NDArray[np.float64],
+                      qs: Sequence[float]) -> NDArray[np.float64]:
+    """Quantiles for every row at once; NaN for empty rows. Shape (groups, len(qs))."""
+    n_groups = matrix.shape[0]
+    out = np.full((n_groups, len(qs)), np.nan)
+    if n_groups == 0:
+        return out
+    cum = np.cumsum(matrix, axis=1) if matrix.shape[1] else np.zeros((n_groups, 1))
+    total = (cum[:, -1] if matrix.shape[1] else np.zeros(n_groups)) + zero
+    for j, q in enumerate(qs):
+        rank = q * (total - 1) - zero
+        idx = (cum <= rank[:, None]).sum(axis=1)
+        idx = np.minimum(idx, max(matrix.shape[1] - 1, 0))
+        vals = key_values(offset + idx)
+        vals = np.where(rank < 0, 0.0, vals)
+        out[:, j] = np.where(total > 0, vals, np.nan)
+    return out
+
+
+def grouped_values_to_bins(values: NDArray[np.float64], groups: NDArray[np.int64],
+                           n_groups: int) -> GroupedBins:
+    """Sketches of many groups straight from raw values (used by rollups)."""
+    gb = GroupedBins(n_groups)
+    finite = np.isfinite(values)
+    values, groups = values[finite], groups[finite]
+    pos = values > MIN_INDEXABLE
+    if (~pos).any():
+        gb.zero += np.bincount(groups[~pos], minlength=n_groups)
+    if pos.any():
+        gb._groups.append(groups[pos].astype(np.int64))
+        gb._keys.append(value_keys(values[pos]))
+        gb._counts.append(np.ones(int(pos.sum())))
+    return gb
+
+
+def sketch_rows(values: NDArray[np.float64], groups: NDArray[np.int64],
+                n_groups: int) -> list[Sketch]:
+    """One sparse-trimmed sketch per group from raw values."""
+    gb = grouped_values_to_bins(values, groups, n_groups)
+    lo, m = gb.matrix()
+    out = []
+    for g in range(n_groups):
+        row = m[g] if m.shape[1] else np.zeros(0)
+        nz = np.flatnonzero(row)
+        if nz.size:
+            out.append(Sketch(lo + int(nz[0]), row[nz[0] : nz[-1] + 1].copy(), float(gb.zero[g])))
+        else:
+            out.append(Sketch(0, np.zeros(0), float(gb.zero[g])))
+    return out

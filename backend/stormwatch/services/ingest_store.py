@@ -1,0 +1,109 @@
+"""Stores a validated batch: reference checks, partitions, then one COPY transaction."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import asyncpg
+
+from stormwatch.services.ingest import (
+    MESH_COLUMNS,
+    QUORUM_COLUMNS,
+    STORAGE_COLUMNS,
+    THROUGHPUT_COLUMNS,
+    ForeignReference,
+    ParsedBatch,
+    BatchError,
+    mesh_records,
+    quorum_records,
+    storage_records,
+    throughput_records,
+)
+
+_known_partitions: set[tuple[str, int]] = set()
+_TABLE_FOR = {"mesh": "mesh_samples", "quorum": "quorum_samples", "storage": "storage_samples",
+              "throughput": "throughput_samples"}
+
+
+async def check_references(conn: asyncpg.Connection, org_id: uuid.UUID,
+                           batch: ParsedBatch) -> None:
+    """Every agent and target a batch names must belong to the sender's org."""
+    if batch.referenced_agents:
+        wanted = list(batch.referenced_agents)
+        rows = await conn.fetch("SELECT id, org_id FROM agents WHERE id = ANY($1::uuid[])", wanted)
+        owner = {r["id"]: r["org_id"] for r in rows}
+        for section in ("mesh", "throughput"):
+            data = getattr(batch, section)
+            if data is None:
+                continue
+            for i, peer in enumerate(data["peers"]):
+                if peer not in owner:
+                    raise BatchError([section, "peers", i], f"unknown agent id {peer}")
+                if owner[peer] != org_id:
+                    raise ForeignReference([section, "peers", i],
+                                           "names an agent of another organisation")
+    if batch.referenced_targets:
+        exists = await conn.fetchval("SELECT to_regclass('storage_targets') IS NOT NULL")
+        if not exists:
+            raise BatchError(["storage", "targets", 0], "no storage targets are configured")
+        rows = await conn.fetch("SELECT id, org_id FROM storage_targets WHERE id = ANY($1::uuid[])",
+                                list(batch.referenced_targets))
+        owner = {r["id"]: r["org_id"] for r in rows}
+        assert batch.storage is not None
+        for i, target in enumerate(batch.storage["targets"]):
+            if target not in owner:
+                raise BatchError(["storage", "targets", i], f"unknown storage target id {target}")
+            if owner[target] != org_id:
+                raise ForeignReference(["storage", "targets", i],
+                                       "names a storage target of another organisation")
+
+
+async def ensure_partitions(conn: asyncpg.Connection, batch: ParsedBatch) -> None:
+    """Creates missing daily partitions outside the batch transaction (cached per process)."""
+    for section, table in _TABLE_FOR.items():
+        data = getattr(batch, section)
+        if data is None or not data["n"]:
+            continue
+        for day in sorted({int(d) for d in (data["time_us"] // 86_400_000_000).tolist()}):
+            if (table, day) in _known_partitions:
+                continue
+            await conn.execute(
+                "SELECT sw_ensure_partitions($1, to_timestamp($2), to_timestamp($2))",
+                table, day * 86400.0)
+            _known_partitions.add((table, day))
+
+
+async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
+                      batch: ParsedBatch) -> tuple[bool, dict[str, int]]:
+    """Writes the batch once. Returns (duplicate, accepted counts)."""
+    counts = {s: batch.count(s) for s in _TABLE_FOR}
+    async with conn.transaction():
+        # The batch row goes first: a concurrent retry of the same batch waits on it and
+        # then sees the conflict, so two copies can never both commit.
+        inserted = await conn.fetchval(
+            "INSERT INTO ingest_batches (agent_id, batch_id, org_id, mesh_rows, quorum_rows,"
+            " storage_rows, throughput_rows) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            " ON CONFLICT DO NOTHING RETURNING true",
+            batch.agent_id, batch.batch_id, org_id, counts["mesh"], counts["quorum"],
+            counts["storage"], counts["throughput"])
+        if not inserted:
+            stored = await conn.fetchrow(
+                "SELECT mesh_rows, quorum_rows, storage_rows, throughput_rows FROM ingest_batches"
+                " WHERE agent_id = $1 AND batch_id = $2", batch.agent_id, batch.batch_id)
+            return True, {"mesh": stored["mesh_rows"], "quorum": stored["quorum_rows"],
+                          "storage": stored["storage_rows"],
+                          "throughput": stored["throughput_rows"]}
+        jobs: list[tuple[str, tuple[str, ...], Any]] = [
+            ("mesh_samples", MESH_COLUMNS, mesh_records if counts["mesh"] else None),
+            ("quorum_samples", QUORUM_COLUMNS, quorum_records if counts["quorum"] else None),
+            ("storage_samples", STORAGE_COLUMNS, storage_records if counts["storage"] else None),
+            ("throughput_samples", THROUGHPUT_COLUMNS,
+             throughput_records if counts["throughput"] else None),
+        ]
+        for table, columns, make in jobs:
+            if make is None:
+                continue
+            await conn.copy_records_to_table(table, records=make(batch, org_id),
+                                             columns=list(columns))
+    return False, counts

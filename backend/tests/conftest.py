@@ -1,0 +1,128 @@
+"""Shared fixtures: a throwaway PostgreSQL and Redis on free ports, migrations applied,
+and the API running as a real uvicorn server that tests talk to over HTTP."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import Engine, create_engine
+
+from stormwatch.devtools.bootstrap import OrgCredentials, create_org_sync
+from stormwatch.devtools.services import (
+    PostgresServer,
+    RedisServer,
+    free_port,
+    run_migrations,
+    wait_for_port,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Services:
+    pg: PostgresServer
+    redis: RedisServer
+    database_url: str
+    redis_url: str
+    tmp: Path
+
+
+@pytest.fixture(scope="session")
+def services() -> Iterator[Services]:
+    tmp = Path(tempfile.mkdtemp(prefix="stormwatch-test-"))
+    os.chmod(tmp, 0o755)
+    pg = PostgresServer(tmp / "pg", free_port())
+    pg.init()
+    pg.start()
+    redis = RedisServer(tmp / "redis", free_port())
+    redis.start()
+    os.environ["DATABASE_URL"] = pg.url
+    os.environ["REDIS_URL"] = redis.url
+    os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
+    run_migrations(pg.url)
+    try:
+        yield Services(pg=pg, redis=redis, database_url=pg.url, redis_url=redis.url, tmp=tmp)
+    finally:
+        redis.stop()
+        pg.stop("immediate")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def db(services: Services) -> Iterator[Engine]:
+    engine = create_engine(services.database_url.replace("+asyncpg", "+psycopg"))
+    yield engine
+    engine.dispose()
+
+
+class ApiServer:
+    """The API as a real process on a fixed port, so it can be stopped and restarted."""
+
+    def __init__(self, services: Services, extra_env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "DATABASE_URL": services.database_url,
+                    "REDIS_URL": services.redis_url, "PYTHONPATH": str(REPO / "backend"),
+                    **(extra_env or {})}
+        self.log = services.tmp / f"api-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as logf:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "uvicorn", "stormwatch.main:app", "--host", "127.0.0.1",
+                 "--port", str(self.port), "--log-level", "warning"],
+                env=self.env, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        wait_for_port(self.port, 60, self.proc)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None
+
+    def client(self, **kwargs: object) -> httpx.Client:
+        return httpx.Client(base_url=self.base_url, timeout=30, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def api_server(services: Services) -> Iterator[ApiServer]:
+    server = ApiServer(services)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def make_org(services: Services) -> Callable[..., OrgCredentials]:
+    counter = iter(range(1, 1_000_000))
+
+    def make(name: str | None = None) -> OrgCredentials:
+        n = next(counter)
+        return create_org_sync(services.database_url, name or f"Org {n}",
+                               f"admin{n}-{os.getpid()}@example.test",
+                               password="correct horse battery staple")
+
+    return make
+
+
+@pytest.fixture
+def api(api_server: ApiServer) -> Iterator[httpx.Client]:
+    with api_server.client() as client:
+        yield client

@@ -1,0 +1,64 @@
+"""Building blocks for tests: enrolling agents and making columnar batches."""
+
+from __future__ import annotations
+
+import gzip
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+
+
+@dataclass
+class EnrolledAgent:
+    agent_id: str
+    token: str
+    name: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+def enroll(api: httpx.Client, enrollment_token: str, name: str, **metadata: str) -> EnrolledAgent:
+    r = api.post("/api/v1/agents/enroll", json={
+        "enrollment_token": enrollment_token, "name": name, "agent_version": "test",
+        "mesh_address": f"127.0.0.1:{7000 + abs(hash(name)) % 1000}", "metadata": metadata})
+    assert r.status_code == 201, r.text
+    body = r.json()
+    return EnrolledAgent(agent_id=body["agent_id"], token=body["agent_token"], name=name)
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def mesh_batch(src: EnrolledAgent, peers: list[str], rounds: int, start_us: int | None = None,
+               rtt_us: int = 400, batch_id: str | None = None) -> dict[str, Any]:
+    start_us = start_us or now_us() - rounds * 10_000 - 1_000_000
+    cols: dict[str, list[Any]] = {"time_us": [], "peer_idx": [], "round": [],
+                                  "payload_bytes": [], "rtt_us": [], "status": []}
+    for r in range(rounds):
+        for i in range(len(peers)):
+            cols["time_us"].append(start_us + r * 10_000)
+            cols["peer_idx"].append(i)
+            cols["round"].append(r)
+            cols["payload_bytes"].append(1024)
+            lost = (r + i) % 50 == 49
+            cols["rtt_us"].append(None if lost else rtt_us + (r * 7 + i * 13) % 100)
+            cols["status"].append(1 if lost else 0)
+    return {"batch_id": batch_id or str(uuid.uuid4()), "agent_id": src.agent_id,
+            "mesh": {"peers": peers, **cols}}
+
+
+def post_batch(api: httpx.Client, agent: EnrolledAgent, batch: dict[str, Any],
+               gzip_body: bool = True) -> httpx.Response:
+    raw = orjson.dumps(batch)
+    headers = {**agent.headers, "Content-Type": "application/json"}
+    if gzip_body:
+        raw = gzip.compress(raw)
+        headers["Content-Encoding"] = "gzip"
+    return api.post("/api/v1/ingest/batches", content=raw, headers=headers)
