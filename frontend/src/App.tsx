@@ -1,0 +1,130 @@
+import { Suspense, lazy, useEffect, useState } from "react";
+import { follow } from "./components/common/Link";
+import { onUnauthorized } from "./api/http";
+import { getMe, logout, type Me } from "./api/endpoints";
+import { Loading, ErrorState } from "./components/common/State";
+import { NAV } from "./nav";
+import { linkTo, navigate, useLocation } from "./lib/router";
+import { useTheme } from "./lib/theme";
+import { Login } from "./pages/Login";
+
+// Pages load on demand: the charts library only arrives with the first chart page.
+const Overview = lazy(() => import("./pages/Overview"));
+const Pair = lazy(() => import("./pages/Pair"));
+const Distributions = lazy(() => import("./pages/Distributions"));
+const Storage = lazy(() => import("./pages/Storage"));
+const Fleet = lazy(() => import("./pages/Fleet"));
+const Settings = lazy(() => import("./pages/Settings"));
+
+function Page({ path }: { path: string }) {
+  switch (path) {
+    case "/overview":
+      return <Overview />;
+    case "/pair":
+      return <Pair />;
+    case "/distributions":
+      return <Distributions />;
+    case "/storage":
+      return <Storage />;
+    case "/fleet":
+      return <Fleet />;
+    case "/settings":
+      return <Settings />;
+    default:
+      return (
+        <div className="state">
+          <h1>Not found</h1>
+          <p>
+            <a href="/overview" onClick={follow}>
+              Go to the overview
+            </a>
+          </p>
+        </div>
+      );
+  }
+}
+
+type Auth = { state: "checking" } | { state: "out" } | { state: "in"; me: Me } | { state: "error"; error: Error };
+
+export function App() {
+  const { path } = useLocation();
+  const { theme, toggle } = useTheme();
+  const [auth, setAuth] = useState<Auth>({ state: "checking" });
+
+  useEffect(() => {
+    let live = true;
+    getMe()
+      .then((me) => live && setAuth(me ? { state: "in", me } : { state: "out" }))
+      .catch((e: Error) => live && setAuth({ state: "error", error: e }));
+    const off = onUnauthorized(() => setAuth({ state: "out" }));
+    return () => {
+      live = false;
+      off();
+    };
+  }, []);
+
+  useEffect(() => {
+    if (path === "/" || path === "") navigate(`/overview${window.location.search}`, { replace: true });
+  }, [path]);
+
+  if (auth.state === "checking") return <Loading what="Starting" />;
+  if (auth.state === "error") return <ErrorState error={auth.error} onRetry={() => window.location.reload()} />;
+  if (auth.state === "out") {
+    return (
+      <Login
+        onLoggedIn={(me) => {
+          setAuth({ state: "in", me });
+          if (path === "/login" || path === "/") navigate("/overview", { replace: true });
+        }}
+      />
+    );
+  }
+
+  const current = path === "/pair" ? "/overview" : path;
+  return (
+    <div className="shell">
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
+      <aside className="side">
+        <div className="brand">
+          <svg width="22" height="22" viewBox="0 0 24 24" aria-hidden="true">
+            <path d="M3 14h4l3-8 4 14 3-6h4" fill="none" stroke="currentColor" strokeWidth="2" />
+          </svg>
+          Stormwatch
+        </div>
+        <nav aria-label="Main">
+          <ul>
+            {NAV.map((n) => (
+              <li key={n.path}>
+                <a href={linkTo(n.path)} onClick={follow} aria-current={current === n.path ? "page" : undefined}>
+                  {n.label}
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <div className="foot">
+          <span title={auth.me.email}>{auth.me.email}</span>
+          {auth.me.org_name && <span>{auth.me.org_name}</span>}
+          <button type="button" onClick={toggle} aria-label={`Switch to ${theme === "dark" ? "light" : "dark"} theme`}>
+            {theme === "dark" ? "Light theme" : "Dark theme"}
+          </button>
+          <button
+            type="button"
+            onClick={() => {
+              void logout().finally(() => setAuth({ state: "out" }));
+            }}
+          >
+            Log out
+          </button>
+        </div>
+      </aside>
+      <main id="main">
+        <Suspense fallback={<Loading />}>
+          <Page path={path === "/login" ? "/overview" : path} />
+        </Suspense>
+      </main>
+    </div>
+  );
+}

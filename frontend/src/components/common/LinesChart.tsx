@@ -1,0 +1,47 @@
+import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import { useTheme } from "../../lib/theme";
+
+/** Several series over a shared x (time or a numeric size), thin over Recharts. */
+export function LinesChart({
+  rows,
+  series,
+  xFormat,
+  yFormat,
+  xLog = false,
+  yLog = false,
+  xTime = false,
+  height = 280,
+  step = false,
+  dots = false,
+}: {
+  rows: Record<string, number | string | null>[];
+  series: string[];
+  xFormat: (v: number) => string;
+  yFormat: (v: number) => string;
+  xLog?: boolean;
+  yLog?: boolean;
+  xTime?: boolean;
+  height?: number;
+  step?: boolean;
+  dots?: boolean;
+}) {
+  const { palette } = useTheme();
+  return (
+    <ResponsiveContainer width="100%" height={height}>
+      <LineChart data={rows} margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
+        <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
+        <XAxis dataKey="x" type="number" scale={xLog ? "log" : xTime ? "time" : "linear"} domain={["dataMin", "dataMax"]} tickFormatter={xFormat} stroke={palette.muted} />
+        <YAxis scale={yLog ? "log" : "linear"} domain={yLog ? ["auto", "auto"] : [0, "auto"]} tickFormatter={yFormat} stroke={palette.muted} width={64} />
+        <Tooltip
+          contentStyle={{ background: palette.panel, borderColor: palette.grid }}
+          labelFormatter={(v) => xFormat(Number(v))}
+          formatter={(v) => (typeof v === "number" ? yFormat(v) : String(v))}
+        />
+        <Legend />
+        {series.map((s, i) => (
+          <Line key={s} dataKey={s} name={s} type={step ? "stepAfter" : "linear"} stroke={palette.series[i % palette.series.length]} dot={dots} connectNulls isAnimationActive={false} />
+        ))}
+      </LineChart>
+    </ResponsiveContainer>
+  );
+}

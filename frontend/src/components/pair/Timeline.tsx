@@ -1,0 +1,60 @@
+import { Area, CartesianGrid, ComposedChart, Legend, Line, ResponsiveContainer, Scatter, Tooltip, XAxis, YAxis } from "recharts";
+import type { LevelSegment, TimelinePoint } from "../../api/models";
+import { axisUs, formatPercent, formatTime, formatUs } from "../../lib/format";
+import { timelineRows } from "../../lib/shape";
+import { useTheme } from "../../lib/theme";
+import { TipBox } from "../common/ChartTooltip";
+
+/** RTT in windows: band p50–p99, lines p50/p99/p99.99, level shifts as steps, losses as marks. */
+export function Timeline({ points, segments, log }: { points: TimelinePoint[]; segments: LevelSegment[]; log: boolean }) {
+  const { palette } = useTheme();
+  const rows = timelineRows(points, segments);
+  const span = rows.length > 1 ? rows[rows.length - 1]!.t - rows[0]!.t : 0;
+  const [c50, c99, c9999, cLevel] = [palette.series[0], palette.series[1], palette.series[2], palette.series[4]];
+  return (
+    <ResponsiveContainer width="100%" height={320}>
+      <ComposedChart data={rows} margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
+        <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
+        <XAxis dataKey="t" type="number" scale="time" domain={["dataMin", "dataMax"]} tickFormatter={(v: number) => formatTime(v, span)} stroke={palette.muted} />
+        <YAxis
+          yAxisId="rtt"
+          scale={log ? "log" : "linear"}
+          domain={log ? ["auto", "auto"] : [0, "auto"]}
+          allowDataOverflow={false}
+          tickFormatter={axisUs}
+          stroke={palette.muted}
+          width={64}
+        />
+        <YAxis yAxisId="loss" orientation="right" domain={[0, 1]} hide />
+        <Tooltip
+          content={({ active, payload }) => {
+            const row = active && payload?.[0] ? (payload[0].payload as (typeof rows)[number]) : undefined;
+            if (!row) return null;
+            return (
+              <TipBox
+                title={new Date(row.t).toISOString().replace("T", " ").slice(0, 19) + "Z"}
+                rows={[
+                  { name: "p50", value: formatUs(row.p50), color: c50 },
+                  { name: "p99", value: formatUs(row.p99), color: c99 },
+                  { name: "p99.99", value: formatUs(row.p9999), color: c9999 },
+                  ...(row.level !== null ? [{ name: "level", value: formatUs(row.level), color: cLevel }] : []),
+                  { name: "samples", value: String(row.count) },
+                  { name: "loss", value: formatPercent(row.loss), color: palette.danger },
+                ]}
+              />
+            );
+          }}
+        />
+        <Legend />
+        <Area yAxisId="rtt" dataKey="band" name="p50–p99" stroke="none" fill={c99} fillOpacity={0.18} isAnimationActive={false} connectNulls={false} />
+        <Line yAxisId="rtt" dataKey="p50" name="p50" stroke={c50} dot={false} strokeWidth={1.5} isAnimationActive={false} connectNulls={false} />
+        <Line yAxisId="rtt" dataKey="p99" name="p99" stroke={c99} dot={false} strokeWidth={1} isAnimationActive={false} connectNulls={false} />
+        <Line yAxisId="rtt" dataKey="p9999" name="p99.99" stroke={c9999} dot={false} strokeWidth={1} strokeDasharray="4 2" isAnimationActive={false} connectNulls={false} />
+        {segments.length > 0 && (
+          <Line yAxisId="rtt" dataKey="level" name="level (change points)" type="stepAfter" stroke={cLevel} strokeWidth={2} dot={false} isAnimationActive={false} connectNulls />
+        )}
+        <Scatter yAxisId="loss" dataKey="lossMark" name="loss" fill={palette.danger} shape="triangle" isAnimationActive={false} />
+      </ComposedChart>
+    </ResponsiveContainer>
+  );
+}

@@ -1,0 +1,102 @@
+// Number formatting shared by tables, axes and tooltips. Latencies arrive in microseconds.
+
+/** Format a duration given in microseconds as us, ms or s with about 3 significant digits. */
+export function formatUs(us: number | null | undefined): string {
+  if (us === null || us === undefined || !Number.isFinite(us)) return "–";
+  const abs = Math.abs(us);
+  if (abs < 1000) return `${trim(us, abs < 10 ? 2 : abs < 100 ? 1 : 0)} us`;
+  if (abs < 1_000_000) {
+    const ms = us / 1000;
+    return `${trim(ms, Math.abs(ms) < 10 ? 2 : Math.abs(ms) < 100 ? 1 : 0)} ms`;
+  }
+  const s = us / 1_000_000;
+  return `${trim(s, Math.abs(s) < 10 ? 2 : Math.abs(s) < 100 ? 1 : 0)} s`;
+}
+
+/** Same as formatUs but for values already in milliseconds. */
+export function formatMs(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return "–";
+  return formatUs(ms * 1000);
+}
+
+/** Short axis label for a microsecond value (no space, fewer digits). */
+export function axisUs(us: number): string {
+  return formatUs(us).replace(" ", "");
+}
+
+/** A ratio 0..1 shown as a percentage; tiny non-zero rates keep their significance. */
+export function formatPercent(ratio: number | null | undefined): string {
+  if (ratio === null || ratio === undefined || !Number.isFinite(ratio)) return "–";
+  const pct = ratio * 100;
+  if (pct === 0) return "0%";
+  if (Math.abs(pct) < 0.01) return `${pct.toPrecision(2)}%`;
+  if (Math.abs(pct) < 10) return `${trim(pct, 2)}%`;
+  return `${trim(pct, 1)}%`;
+}
+
+/** Plain count with thousands separators and k/M/G suffixes above a million. */
+export function formatCount(n: number | null | undefined): string {
+  if (n === null || n === undefined || !Number.isFinite(n)) return "–";
+  const abs = Math.abs(n);
+  if (abs >= 1e9) return `${trim(n / 1e9, 2)}G`;
+  if (abs >= 1e6) return `${trim(n / 1e6, 2)}M`;
+  return Math.round(n).toLocaleString("en-US");
+}
+
+/** Byte sizes in binary units as storage studies use them (1 kB = 1024 B in seed 000). */
+export function formatBytes(b: number | null | undefined): string {
+  if (b === null || b === undefined || !Number.isFinite(b)) return "–";
+  const units = ["B", "kB", "MB", "GB", "TB"];
+  let v = b;
+  let i = 0;
+  while (Math.abs(v) >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
+  return `${trim(v, i === 0 || Number.isInteger(v) ? 0 : v < 10 ? 2 : 1)} ${units[i]}`;
+}
+
+/** Throughput in bits per second with SI units, as network links are quoted. */
+export function formatBitsPerS(bytesPerS: number | null | undefined): string {
+  if (bytesPerS === null || bytesPerS === undefined || !Number.isFinite(bytesPerS)) return "–";
+  const bits = bytesPerS * 8;
+  const units = ["bit/s", "kbit/s", "Mbit/s", "Gbit/s"];
+  let v = bits;
+  let i = 0;
+  while (Math.abs(v) >= 1000 && i < units.length - 1) {
+    v /= 1000;
+    i++;
+  }
+  return `${trim(v, v < 10 ? 2 : v < 100 ? 1 : 0)} ${units[i]}`;
+}
+
+/** Plain ratio such as CoV or p99.99/mean. */
+export function formatRatio(x: number | null | undefined): string {
+  if (x === null || x === undefined || !Number.isFinite(x)) return "–";
+  const abs = Math.abs(x);
+  return trim(x, abs < 10 ? 3 : abs < 100 ? 1 : 0);
+}
+
+/** Timestamp in UTC, compact: "11-22 05:10:30Z" or with date only when the span is long. */
+export function formatTime(ms: number, spanMs = 0): string {
+  const d = new Date(ms);
+  const iso = d.toISOString();
+  if (spanMs > 3 * 86_400_000) return `${iso.slice(5, 10)} ${iso.slice(11, 16)}`;
+  if (spanMs > 86_400_000) return `${iso.slice(5, 10)} ${iso.slice(11, 16)}`;
+  if (spanMs > 0 && spanMs <= 15 * 60_000) return iso.slice(11, 19);
+  return iso.slice(11, 16);
+}
+
+/** Relative age such as "12 s ago", "3 min ago", "2 h ago". */
+export function formatAgo(thenMs: number, nowMs: number = Date.now()): string {
+  const s = Math.max(0, Math.round((nowMs - thenMs) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86_400)} d ago`;
+}
+
+function trim(x: number, digits: number): string {
+  const s = x.toFixed(digits);
+  return digits > 0 ? s.replace(/\.?0+$/, "") : s;
+}

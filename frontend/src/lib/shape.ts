@@ -1,0 +1,100 @@
+// Pure data shaping for charts; unit-tested.
+import type { BoxVM, CdfPoint, HistBin, LevelSegment, TimelinePoint } from "../api/models";
+
+export interface TimelineRow extends TimelinePoint {
+  band: [number, number] | null;
+  level: number | null;
+  lossMark: number | null;
+}
+
+/** Attach the band, the level of the segment covering each window, and loss marks. */
+export function timelineRows(points: TimelinePoint[], segments: LevelSegment[]): TimelineRow[] {
+  const segs = [...segments].sort((a, b) => a.startMs - b.startMs);
+  let si = 0;
+  return [...points]
+    .sort((a, b) => a.t - b.t)
+    .map((p) => {
+      while (si < segs.length - 1 && p.t >= segs[si]!.endMs) si++;
+      const seg = segs[si];
+      const level = seg && p.t >= seg.startMs && p.t <= seg.endMs ? seg.level_us : null;
+      return {
+        ...p,
+        band: p.p50 !== null && p.p99 !== null ? [p.p50, p.p99] : null,
+        level,
+        lossMark: p.loss !== null && p.loss > 0 ? 0.97 : null,
+      };
+    });
+}
+
+/** Cut a CDF to its tail (p ≥ 1 − fraction), keeping the point just below for continuity. */
+export function tailOfCdf(points: CdfPoint[], fraction = 0.05): CdfPoint[] {
+  const cut = 1 - fraction;
+  const idx = points.findIndex((p) => p.p >= cut);
+  if (idx < 0) return [];
+  return points.slice(Math.max(0, idx - 1));
+}
+
+/** Empirical CDF of raw values (used where the API returns a sample list). */
+export function ecdf(values: number[]): CdfPoint[] {
+  const v = values.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  const n = v.length;
+  const out: CdfPoint[] = [];
+  for (let i = 0; i < n; i++) {
+    if (i + 1 < n && v[i + 1] === v[i]) continue;
+    out.push({ x_us: v[i]!, p: (i + 1) / n });
+  }
+  return out;
+}
+
+export interface HistRow extends HistBin {
+  mid_us: number;
+  share: number;
+}
+
+/** Bins with mid-points and their share of all samples. */
+export function histRows(bins: HistBin[]): HistRow[] {
+  const total = bins.reduce((s, b) => s + b.count, 0) || 1;
+  return bins.map((b) => ({ ...b, mid_us: (b.lo_us + b.hi_us) / 2, share: b.count / total }));
+}
+
+/** A box's whisker-to-whisker span for a range bar, plus order preserved. */
+export function boxRows(boxes: BoxVM[], order?: string[]): (BoxVM & { span: [number, number] })[] {
+  const rank = (g: string) => {
+    const i = order ? order.indexOf(g) : -1;
+    return i < 0 ? Number.MAX_SAFE_INTEGER : i;
+  };
+  return [...boxes].sort((a, b) => rank(a.group) - rank(b.group) || a.group.localeCompare(b.group)).map((b) => ({ ...b, span: [b.p5, b.p95] }));
+}
+
+/** Map a value onto a pixel between two others, linearly or in log space (for custom SVG shapes). */
+export function interpolatePx(v: number, lo: number, hi: number, pxLo: number, pxHi: number, log: boolean): number {
+  if (hi === lo) return (pxLo + pxHi) / 2;
+  const t = log && lo > 0 && v > 0 && hi > 0 ? (Math.log(v) - Math.log(lo)) / (Math.log(hi) - Math.log(lo)) : (v - lo) / (hi - lo);
+  return pxLo + (pxHi - pxLo) * t;
+}
+
+/** Pivot long rows into one row per x with a column per series (for multi-line charts). */
+export function pivot<T>(rows: T[], x: (r: T) => number | string, series: (r: T) => string, y: (r: T) => number | null): { rows: Record<string, number | string | null>[]; series: string[] } {
+  const byX = new Map<number | string, Record<string, number | string | null>>();
+  const names = new Set<string>();
+  for (const r of rows) {
+    const k = x(r);
+    const s = series(r);
+    names.add(s);
+    let row = byX.get(k);
+    if (!row) {
+      row = { x: k };
+      byX.set(k, row);
+    }
+    row[s] = y(r);
+  }
+  const out = [...byX.values()].sort((a, b) => {
+    const ax = a.x!;
+    const bx = b.x!;
+    return typeof ax === "number" && typeof bx === "number" ? ax - bx : String(ax).localeCompare(String(bx));
+  });
+  return { rows: out, series: [...names].sort() };
+}
+
+/** Topology classes in the order of seed 003 Fig. 3, nearest first. */
+export const TOPOLOGY_ORDER = ["self", "same_subnet", "cross_subnet", "cross_az", "cross_region", "cross_provider"];

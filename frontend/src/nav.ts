@@ -1,0 +1,13 @@
+// The navigation. Pages for alerts, throughput and advisors slot in here as they are built.
+export interface NavItem {
+  path: string;
+  label: string;
+}
+
+export const NAV: NavItem[] = [
+  { path: "/overview", label: "Overview" },
+  { path: "/distributions", label: "Distributions" },
+  { path: "/storage", label: "Storage" },
+  { path: "/fleet", label: "Fleet" },
+  { path: "/settings", label: "Settings" },
+];

@@ -1,0 +1,99 @@
+import { getBoxes, getPairLines } from "../api/endpoints";
+import { BoxPlot } from "../components/distributions/BoxPlot";
+import { LinesChart } from "../components/common/LinesChart";
+import { Async, Card } from "../components/common/State";
+import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
+import { axisUs, formatBytes, formatTime } from "../lib/format";
+import { useParams } from "../lib/router";
+import { TOPOLOGY_ORDER, pivot } from "../lib/shape";
+import { windowSecondsFor } from "../lib/timeRange";
+import { useAsync } from "../lib/useAsync";
+
+export const TOPOLOGY_LABELS: Record<string, string> = {
+  self: "self",
+  same_subnet: "same subnet",
+  cross_subnet: "cross subnet",
+  cross_az: "cross AZ",
+  cross_region: "cross region",
+  cross_provider: "cross provider",
+};
+
+export default function Distributions() {
+  const [params, set] = useParams();
+  const range = useRange();
+  const log = params.get("scale") !== "linear";
+  const topo = params.get("class") ?? "cross_region";
+  const windowS = windowSecondsFor(range.toMs - range.fromMs, 240);
+
+  const byClass = useAsync((s) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "topology_class" }, s), range.key, range.refresh);
+  const byPayload = useAsync((s) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "payload_bytes" }, s), range.key, range.refresh);
+  const lines = useAsync((s) => getPairLines({ fromMs: range.fromMs, toMs: range.toMs, topologyClass: topo, windowS }, s), `${range.key}|${topo}|${windowS}`, range.refresh);
+  const span = range.toMs - range.fromMs;
+
+  return (
+    <>
+      <div className="page-head">
+        <h1>Distributions</h1>
+        <TimeRangePicker />
+      </div>
+      <div className="toolbar" style={{ marginBottom: 12 }}>
+        <span className="group" role="group" aria-label="Latency axis">
+          <button type="button" aria-pressed={log} onClick={() => set({ scale: null }, true)}>
+            Log axis
+          </button>
+          <button type="button" aria-pressed={!log} onClick={() => set({ scale: "linear" }, true)}>
+            Linear axis
+          </button>
+        </span>
+      </div>
+      <Card title="RTT by topology class" note="box p25–p75, line p50, whiskers p5/p95, ○ mean (seed 003 Fig. 3)">
+        <Async state={byClass} isEmpty={(d) => d.length === 0}>
+          {(boxes) => <BoxPlot boxes={boxes} order={TOPOLOGY_ORDER} log={log} labels={TOPOLOGY_LABELS} />}
+        </Async>
+      </Card>
+      <div className="grid2">
+        <Card title="Payload size" note="RTT by message payload">
+          <Async state={byPayload} isEmpty={(d) => d.length === 0}>
+            {(boxes) => (
+              <BoxPlot
+                boxes={boxes}
+                order={[...boxes].map((b) => b.group).sort((a, b) => Number(a) - Number(b))}
+                log={log}
+                labels={Object.fromEntries(boxes.map((b) => [b.group, formatBytes(Number(b.group))]))}
+                height={280}
+              />
+            )}
+          </Async>
+        </Card>
+        <Card
+          title="Node pairs over time"
+          note="p50 per pair (seed 003 Fig. 8)"
+          actions={
+            <label className="muted">
+              Class{" "}
+              <select value={topo} onChange={(e) => set({ class: e.target.value }, true)} aria-label="Topology class">
+                {TOPOLOGY_ORDER.map((c) => (
+                  <option key={c} value={c}>
+                    {TOPOLOGY_LABELS[c]}
+                  </option>
+                ))}
+              </select>
+            </label>
+          }
+        >
+          <Async state={lines} isEmpty={(d) => d.length === 0} empty="No pairs of this class in this range.">
+            {(series) => {
+              const p = pivot(
+                series.flatMap((s) => s.points.map((pt) => ({ s: s.name, ...pt }))),
+                (r) => r.t,
+                (r) => r.s,
+                (r) => r.v,
+              );
+              return <LinesChart rows={p.rows} series={p.series} xTime xFormat={(v) => formatTime(v, span)} yFormat={axisUs} yLog={log} height={280} />;
+            }}
+          </Async>
+        </Card>
+      </div>
+    </>
+  );
+}

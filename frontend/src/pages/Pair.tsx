@@ -1,0 +1,204 @@
+import { getPairCdf, getPairHistogram, getPairLevelShifts, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
+import type { SummaryVM } from "../api/models";
+import { follow } from "../components/common/Link";
+import { CdfChart } from "../components/pair/CdfChart";
+import { Histogram } from "../components/pair/Histogram";
+import { Timeline } from "../components/pair/Timeline";
+import { Async, Card, Empty } from "../components/common/State";
+import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
+import { formatCount, formatPercent, formatRatio, formatUs } from "../lib/format";
+import { linkTo, useParams } from "../lib/router";
+import { windowSecondsFor } from "../lib/timeRange";
+import { useAsync } from "../lib/useAsync";
+import { asLevel } from "./Overview";
+
+const BUCKETS_US = [10, 50, 100, 500, 1000, 5000];
+
+export function SummaryTable({ s }: { s: SummaryVM }) {
+  return (
+    <div className="scroll-x">
+      <table className="data" aria-label="Summary statistics">
+        <thead>
+          <tr>
+            <th>samples</th>
+            <th>loss</th>
+            <th>mean</th>
+            <th>std dev</th>
+            <th>CoV</th>
+            <th>min</th>
+            {s.percentiles.map(([k]) => (
+              <th key={k}>{k}</th>
+            ))}
+            <th>max</th>
+            <th>p99.99/mean</th>
+            <th>max/mean</th>
+          </tr>
+        </thead>
+        <tbody>
+          <tr>
+            <td>{formatCount(s.count)}</td>
+            <td>{formatPercent(s.loss_rate)}</td>
+            <td>{formatUs(s.mean_us)}</td>
+            <td>{formatUs(s.std_us)}</td>
+            <td>{formatRatio(s.cov)}</td>
+            <td>{formatUs(s.min_us)}</td>
+            {s.percentiles.map(([k, v]) => (
+              <td key={k}>{formatUs(v)}</td>
+            ))}
+            <td>{formatUs(s.max_us)}</td>
+            <td>{formatRatio(s.tail_mean_ratio)}</td>
+            <td>{formatRatio(s.max_mean_ratio)}</td>
+          </tr>
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+export default function Pair() {
+  const [params, set] = useParams();
+  const level = asLevel(params.get("level"));
+  const src = params.get("src");
+  const dst = params.get("dst");
+  const srcLabel = params.get("srcLabel") ?? src ?? "";
+  const dstLabel = params.get("dstLabel") ?? dst ?? "";
+  const log = params.get("scale") !== "linear";
+  const tail = params.get("tail") === "1";
+  const bucketUs = Number(params.get("bucket_us") ?? "") || 0;
+  const range = useRange();
+  const windowS = windowSecondsFor(range.toMs - range.fromMs);
+  const q: PairQuery = { fromMs: range.fromMs, toMs: range.toMs, level, src: src ?? "", dst: dst ?? "" };
+  const key = `${range.key}|${level}|${src}|${dst}`;
+  const on = Boolean(src && dst);
+
+  const summary = useAsync((s) => (on ? getPairSummary(q, s) : Promise.resolve(null)), key, range.refresh);
+  const timeline = useAsync((s) => (on ? getPairTimeline(q, windowS, s) : Promise.resolve([])), `${key}|${windowS}`, range.refresh);
+  const shifts = useAsync((s) => (on ? getPairLevelShifts(q, windowS, s) : Promise.resolve([])), `${key}|${windowS}`, range.refresh);
+  const hist = useAsync((s) => (on ? getPairHistogram(q, bucketUs || null, s) : Promise.resolve([])), `${key}|${bucketUs}`, range.refresh);
+  const cdf = useAsync((s) => (on ? getPairCdf(q, s) : Promise.resolve([])), key, range.refresh);
+  const quorum = useAsync((s) => (on && level === "node" ? getQuorum(q, s) : Promise.resolve([])), key, range.refresh);
+
+  if (!on) {
+    return (
+      <Empty>
+        Pick a pair on the{" "}
+        <a href={linkTo("/overview")} onClick={follow}>
+          overview heatmap
+        </a>
+        .
+      </Empty>
+    );
+  }
+
+  return (
+    <>
+      <div className="page-head">
+        <h1>
+          {srcLabel} → {dstLabel} <small className="muted">({level})</small>
+        </h1>
+        <TimeRangePicker />
+      </div>
+      <div className="toolbar" style={{ marginBottom: 12 }}>
+        <a href={linkTo("/overview", { level })} onClick={follow}>
+          ← Overview
+        </a>
+        <button type="button" onClick={() => set({ src: dst, dst: src, srcLabel: dstLabel, dstLabel: srcLabel })}>
+          Reverse direction
+        </button>
+        <span className="group" role="group" aria-label="RTT axis">
+          <button type="button" aria-pressed={log} onClick={() => set({ scale: null }, true)}>
+            Log axis
+          </button>
+          <button type="button" aria-pressed={!log} onClick={() => set({ scale: "linear" }, true)}>
+            Linear axis
+          </button>
+        </span>
+      </div>
+
+      <Card title="Summary" note={range.label}>
+        <Async state={summary} isEmpty={(s) => !s || s.count === 0} empty="No samples for this pair in this range.">
+          {(s) => <SummaryTable s={s!} />}
+        </Async>
+      </Card>
+
+      <Card title="RTT timeline" note={`${windowS >= 60 ? `${windowS / 60} min` : `${windowS} s`} windows; percentile band p50–p99; steps = level shifts; ▲ = windows with loss`}>
+        <Async state={timeline} isEmpty={(d) => d.length === 0}>
+          {(points) => <Timeline points={points} segments={shifts.data ?? []} log={log} />}
+        </Async>
+        {shifts.data && shifts.data.length > 1 && (
+          <p className="muted">
+            {shifts.data.length - 1} level shift{shifts.data.length > 2 ? "s" : ""}:{" "}
+            {shifts.data
+              .slice(1)
+              .map((seg, i) => `${new Date(seg.startMs).toISOString().slice(11, 16)}Z ${formatUs(shifts.data![i]!.level_us)} → ${formatUs(seg.level_us)}`)
+              .join("; ")}
+          </p>
+        )}
+      </Card>
+
+      <div className="grid2">
+        <Card
+          title="Histogram"
+          note="counts on a log axis"
+          actions={
+            <label className="muted">
+              Bucket{" "}
+              <select value={bucketUs || ""} onChange={(e) => set({ bucket_us: e.target.value || null }, true)} aria-label="Bucket width">
+                <option value="">auto</option>
+                {BUCKETS_US.map((b) => (
+                  <option key={b} value={b}>
+                    {formatUs(b)}
+                  </option>
+                ))}
+              </select>
+            </label>
+          }
+        >
+          <Async state={hist} isEmpty={(d) => d.length === 0}>
+            {(bins) => <Histogram bins={bins} logCounts />}
+          </Async>
+        </Card>
+        <Card
+          title="CDF"
+          note={tail ? "tail: top 5%" : "log latency axis"}
+          actions={
+            <button type="button" aria-pressed={tail} onClick={() => set({ tail: tail ? null : "1" }, true)}>
+              Tail zoom (top 5%)
+            </button>
+          }
+        >
+          <Async state={cdf} isEmpty={(d) => d.length === 0}>
+            {(points) => <CdfChart series={[{ name: `${srcLabel} → ${dstLabel}`, points }]} tail={tail} />}
+          </Async>
+        </Card>
+      </div>
+
+      {level === "node" && (
+        <Card title="Quorum latency" note="k-th fastest reply per round among the group (seed 003 §4.3.5), next to this pair">
+          <Async state={quorum} isEmpty={(d) => d.length === 0} empty="This node belongs to no quorum group.">
+            {(groups) => (
+              <div className="stack">
+                {groups.map((g) => (
+                  <div key={g.name}>
+                    <h3 style={{ fontSize: 14, margin: "4px 0" }}>
+                      {g.name} (Q{g.k}/{g.n})
+                    </h3>
+                    <SummaryTable s={g.summary} />
+                    <CdfChart
+                      series={[
+                        { name: `${srcLabel} → ${dstLabel}`, points: cdf.data ?? [] },
+                        { name: `${g.name} Q${g.k}/${g.n}`, points: g.cdf },
+                      ]}
+                      tail={tail}
+                      height={240}
+                    />
+                  </div>
+                ))}
+              </div>
+            )}
+          </Async>
+        </Card>
+      )}
+    </>
+  );
+}

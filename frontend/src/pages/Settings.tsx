@@ -1,0 +1,199 @@
+import { useState, type FormEvent } from "react";
+import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/endpoints";
+import { Async, Card } from "../components/common/State";
+import { useAsync } from "../lib/useAsync";
+
+function ApiKeys() {
+  const keys = useAsync((s) => listApiKeys(s), "keys");
+  const [name, setName] = useState("");
+  const [shown, setShown] = useState<{ name: string; key: string }>();
+  const [error, setError] = useState<string>();
+
+  async function submit(e: FormEvent) {
+    e.preventDefault();
+    setError(undefined);
+    try {
+      const k = await createApiKey(name);
+      setShown({ name: k.name, key: k.key });
+      setName("");
+      keys.reload();
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  return (
+    <Card title="API keys" note="for REST clients: Authorization: Bearer swk_…">
+      <form className="field-row" onSubmit={submit}>
+        <label>
+          Key name
+          <input required value={name} onChange={(e) => setName(e.target.value)} maxLength={200} placeholder="e.g. grafana" />
+        </label>
+        <button type="submit" className="primary">
+          Create API key
+        </button>
+      </form>
+      {error && (
+        <p className="state error" role="alert">
+          {error}
+        </p>
+      )}
+      {shown && (
+        <div role="status">
+          <p>
+            Key <strong>{shown.name}</strong> — shown once; only its hash is stored:
+          </p>
+          <pre aria-label="New API key">{shown.key}</pre>
+          <button type="button" onClick={() => setShown(undefined)}>
+            I have copied it
+          </button>
+        </div>
+      )}
+      <Async state={keys} isEmpty={(d) => d.length === 0} empty="No API keys.">
+        {(list) => (
+          <table className="data" aria-label="API key list">
+            <thead>
+              <tr>
+                <th>name</th>
+                <th>prefix</th>
+                <th>created</th>
+                <th>last used</th>
+                <th>state</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((k) => (
+                <tr key={k.id}>
+                  <td>{k.name}</td>
+                  <td>
+                    <code>{k.prefix}</code>
+                  </td>
+                  <td>{k.created_at.slice(0, 16).replace("T", " ")}</td>
+                  <td>{k.last_used_at ? k.last_used_at.slice(0, 16).replace("T", " ") : "never"}</td>
+                  <td>{k.revoked_at ? <span className="badge bad">revoked</span> : <span className="badge ok">active</span>}</td>
+                  <td>
+                    {!k.revoked_at && (
+                      <button
+                        type="button"
+                        className="danger"
+                        aria-label={`Revoke API key ${k.name}`}
+                        onClick={() => {
+                          if (window.confirm(`Revoke the key "${k.name}"? Clients using it stop working.`)) void revokeApiKey(k.id).then(keys.reload);
+                        }}
+                      >
+                        Revoke
+                      </button>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Async>
+    </Card>
+  );
+}
+
+function Users() {
+  const users = useAsync((s) => listUsers(s), "users");
+  const [email, setEmail] = useState("");
+  const [password, setPassword] = useState("");
+  const [role, setRole] = useState("viewer");
+  const [error, setError] = useState<string>();
+
+  async function submit(e: FormEvent) {
+    e.preventDefault();
+    setError(undefined);
+    try {
+      await createUser(email, password, role);
+      setEmail("");
+      setPassword("");
+      users.reload();
+    } catch (err) {
+      setError(err instanceof Error ? err.message : String(err));
+    }
+  }
+
+  return (
+    <Card title="Users" note="people of this organisation">
+      <Async state={users} isEmpty={(d) => d.length === 0}>
+        {(list) => (
+          <table className="data" aria-label="User list">
+            <thead>
+              <tr>
+                <th>email</th>
+                <th>role</th>
+                <th>created</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {list.map((u) => (
+                <tr key={u.id}>
+                  <td>{u.email}</td>
+                  <td>{u.role}</td>
+                  <td>{u.created_at.slice(0, 16).replace("T", " ")}</td>
+                  <td>
+                    <button
+                      type="button"
+                      className="danger"
+                      aria-label={`Remove user ${u.email}`}
+                      onClick={() => {
+                        if (window.confirm(`Remove ${u.email}?`))
+                          void deleteUser(u.id)
+                            .then(users.reload)
+                            .catch((e: Error) => setError(e.message));
+                      }}
+                    >
+                      Remove
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+      </Async>
+      <h3 style={{ fontSize: 14 }}>Add a user</h3>
+      <form className="field-row" onSubmit={submit}>
+        <label>
+          Email
+          <input type="email" required value={email} onChange={(e) => setEmail(e.target.value)} />
+        </label>
+        <label>
+          Password (12+ characters)
+          <input type="password" required minLength={12} autoComplete="new-password" value={password} onChange={(e) => setPassword(e.target.value)} />
+        </label>
+        <label>
+          Role
+          <select value={role} onChange={(e) => setRole(e.target.value)}>
+            <option value="viewer">viewer</option>
+            <option value="admin">admin</option>
+          </select>
+        </label>
+        <button type="submit" className="primary">
+          Add user
+        </button>
+      </form>
+      {error && (
+        <p className="state error" role="alert">
+          {error}
+        </p>
+      )}
+    </Card>
+  );
+}
+
+export default function Settings() {
+  return (
+    <>
+      <div className="page-head">
+        <h1>Settings</h1>
+      </div>
+      <ApiKeys />
+      <Users />
+    </>
+  );
+}

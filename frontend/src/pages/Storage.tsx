@@ -1,0 +1,221 @@
+import { getConcurrency, getConsistency, getDailyMedians, getReplication, getStorageCdf, getStorageComparison } from "../api/endpoints";
+import type { StorageRow } from "../api/models";
+import { CdfChart } from "../components/pair/CdfChart";
+import { LinesChart } from "../components/common/LinesChart";
+import { Async, Card } from "../components/common/State";
+import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
+import { axisUs, formatBitsPerS, formatBytes, formatCount, formatPercent, formatUs } from "../lib/format";
+import { useParams } from "../lib/router";
+import { pivot } from "../lib/shape";
+import { failureRates, sizeCurves, sizeTable, variantCompare } from "../lib/storage";
+import { useAsync } from "../lib/useAsync";
+
+function ComparisonTable({ rows, op, adjusted }: { rows: StorageRow[]; op: string; adjusted: boolean }) {
+  const t = sizeTable(rows, op, "plain", adjusted);
+  if (t.sizes.length === 0) return <p className="muted">No {op.toUpperCase()} samples.</p>;
+  return (
+    <div className="scroll-x">
+      <table className="data" aria-label={`Median ${op.toUpperCase()} latency by provider and object size`}>
+        <thead>
+          <tr>
+            <th>size</th>
+            {t.providers.map((p) => (
+              <th key={p}>{p}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          {t.sizes.map((s) => (
+            <tr key={s}>
+              <td>{formatBytes(s)}</td>
+              {t.providers.map((p) => (
+                <td key={p}>{formatUs(t.value(s, p))}</td>
+              ))}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+export default function Storage() {
+  const [params, set] = useParams();
+  const range = useRange();
+  const adjusted = params.get("adjust") === "rtt";
+  const op = params.get("op") === "get" ? "get" : "put";
+  const size = Number(params.get("size") ?? "") || 0;
+  const q = { fromMs: range.fromMs, toMs: range.toMs };
+
+  const comp = useAsync((s) => getStorageComparison(q, s), range.key, range.refresh);
+  const sizes = [...new Set((comp.data ?? []).map((r) => r.size_bytes))].sort((a, b) => a - b);
+  const cdfSize = size || sizes[0] || 0;
+  const cdf = useAsync((s) => (cdfSize ? getStorageCdf({ ...q, op, sizeBytes: cdfSize }, s) : Promise.resolve([])), `${range.key}|${op}|${cdfSize}`, range.refresh);
+  const daily = useAsync((s) => (cdfSize ? getDailyMedians({ ...q, op, sizeBytes: cdfSize }, s) : Promise.resolve([])), `${range.key}|${op}|${cdfSize}`, range.refresh);
+  const repl = useAsync((s) => getReplication(q, s), range.key, range.refresh);
+  const cons = useAsync((s) => getConsistency(q, s), range.key, range.refresh);
+  const conc = useAsync((s) => getConcurrency(q, s), range.key, range.refresh);
+
+  return (
+    <>
+      <div className="page-head">
+        <h1>Storage</h1>
+        <TimeRangePicker />
+      </div>
+      <div className="toolbar" style={{ marginBottom: 12 }}>
+        <span className="group" role="group" aria-label="Operation">
+          <button type="button" aria-pressed={op === "put"} onClick={() => set({ op: null }, true)}>
+            PUT
+          </button>
+          <button type="button" aria-pressed={op === "get"} onClick={() => set({ op: "get" }, true)}>
+            GET
+          </button>
+        </span>
+        <span className="group" role="group" aria-label="Latency basis">
+          <button type="button" aria-pressed={!adjusted} onClick={() => set({ adjust: null }, true)}>
+            Raw
+          </button>
+          <button type="button" aria-pressed={adjusted} onClick={() => set({ adjust: "rtt" }, true)}>
+            RTT-adjusted
+          </button>
+        </span>
+        {sizes.length > 0 && (
+          <label>
+            Object size for CDF and daily medians
+            <select value={cdfSize} onChange={(e) => set({ size: e.target.value }, true)}>
+              {sizes.map((s) => (
+                <option key={s} value={s}>
+                  {formatBytes(s)}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
+      </div>
+
+      <Async state={comp} isEmpty={(d) => d.length === 0} empty="No storage samples in this range. Storage targets are measured by agents with storage probes.">
+        {(rows) => (
+          <>
+            <div className="grid2">
+              <Card title={`Median PUT latency${adjusted ? " (RTT-adjusted)" : ""}`} note="by provider and object size (seed 000 Table 1)" label="PUT comparison">
+                <ComparisonTable rows={rows} op="put" adjusted={adjusted} />
+              </Card>
+              <Card title={`Median GET latency${adjusted ? " (RTT-adjusted)" : ""}`} note="by provider and object size (seed 000 Table 2)" label="GET comparison">
+                <ComparisonTable rows={rows} op="get" adjusted={adjusted} />
+              </Card>
+            </div>
+            <div className="grid2" style={{ marginTop: 16 }}>
+              <Card title={`${op.toUpperCase()} latency by object size`} note="median, log–log (seed 000 Figs. 1–2)">
+                {(() => {
+                  const c = sizeCurves(rows, op, "plain", (r) => (adjusted ? r.p50_adjusted_us : r.p50_us));
+                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xFormat={(v) => formatBytes(v)} yFormat={axisUs} />;
+                })()}
+              </Card>
+              <Card title="Latency per bit" note="RTT-adjusted median / bits (seed 000 Figs. 3–4)">
+                {(() => {
+                  const c = sizeCurves(rows, op, "plain", (r) => (r.per_bit_us === null ? null : r.per_bit_us * 1000));
+                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xFormat={(v) => formatBytes(v)} yFormat={(v) => `${v.toPrecision(2)} ns/bit`} />;
+                })()}
+              </Card>
+            </div>
+            <div className="grid2" style={{ marginTop: 16 }}>
+              <Card title="Failure rates" note="failed attempts / attempts, all sizes">
+                <table className="data" aria-label="Failure rates">
+                  <thead>
+                    <tr>
+                      <th>provider</th>
+                      <th>op</th>
+                      <th>attempts</th>
+                      <th>failures</th>
+                      <th>rate</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {failureRates(rows).map((f) => (
+                      <tr key={`${f.provider}|${f.op}`}>
+                        <td>{f.provider}</td>
+                        <td>{f.op}</td>
+                        <td>{formatCount(f.count)}</td>
+                        <td>{formatCount(f.failures)}</td>
+                        <td>{formatPercent(f.rate)}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </Card>
+              <Card title="Compression" note={`${op.toUpperCase()} median, plain vs gzip-9 (compression time included)`}>
+                {(() => {
+                  const v = variantCompare(rows, op, "plain", "gzip9");
+                  if (v.length === 0) return <p className="muted">No gzip-9 variant measured.</p>;
+                  return (
+                    <table className="data" aria-label="Compression variant">
+                      <thead>
+                        <tr>
+                          <th>provider</th>
+                          <th>size</th>
+                          <th>plain</th>
+                          <th>gzip-9</th>
+                          <th>change</th>
+                        </tr>
+                      </thead>
+                      <tbody>
+                        {v.map((r) => (
+                          <tr key={`${r.provider}|${r.size_bytes}`}>
+                            <td>{r.provider}</td>
+                            <td>{formatBytes(r.size_bytes)}</td>
+                            <td>{formatUs(r.a_us)}</td>
+                            <td>{formatUs(r.b_us)}</td>
+                            <td>{r.a_us && r.b_us ? formatPercent(r.b_us / r.a_us - 1) : "–"}</td>
+                          </tr>
+                        ))}
+                      </tbody>
+                    </table>
+                  );
+                })()}
+              </Card>
+            </div>
+          </>
+        )}
+      </Async>
+
+      <div className="grid2" style={{ marginTop: 16 }}>
+        <Card title={`${op.toUpperCase()} CDF`} note={`${formatBytes(cdfSize)} objects, per provider (CloudCmp Fig. 6)`}>
+          <Async state={cdf} isEmpty={(d) => d.length === 0}>
+            {(series) => <CdfChart series={series} tail={false} />}
+          </Async>
+        </Card>
+        <Card title="Daily medians" note={`${op.toUpperCase()} ${formatBytes(cdfSize)} per day (seed 000 Figs. 5–6)`}>
+          <Async state={daily} isEmpty={(d) => d.length === 0}>
+            {(rows) => {
+              const p = pivot(rows, (r) => Date.parse(r.day), (r) => r.provider, (r) => r.p50_us);
+              return <LinesChart rows={p.rows} series={p.series} dots xTime xFormat={(v) => new Date(v).toISOString().slice(5, 10)} yFormat={axisUs} />;
+            }}
+          </Async>
+        </Card>
+      </div>
+      <div className="grid2" style={{ marginTop: 16 }}>
+        <Card title="Replication" note="GET std dev and p90 by number of copies (seed 000 Figs. 9–10)">
+          <Async state={repl} isEmpty={(d) => d.length === 0} empty="No replication variant measured.">
+            {(rows) => {
+              const p = pivot(rows, (r) => r.x, (r) => r.series, (r) => r.y);
+              return <LinesChart rows={p.rows} series={p.series} dots xFormat={(v) => `${v} copies`} yFormat={axisUs} />;
+            }}
+          </Async>
+        </Card>
+        <Card title="Time to consistency" note="read-after-write and list-after-write (CloudCmp)">
+          <Async state={cons} isEmpty={(d) => d.length === 0} empty="No consistency probes measured.">
+            {(series) => <CdfChart series={series} tail={false} height={260} />}
+          </Async>
+        </Card>
+      </div>
+      <Card title="Concurrency scaling" note="aggregate throughput by parallel operations (CloudCmp)">
+        <Async state={conc} isEmpty={(d) => d.length === 0} empty="No concurrency runs measured.">
+          {(rows) => {
+            const p = pivot(rows, (r) => r.x, (r) => r.series, (r) => r.y);
+            return <LinesChart rows={p.rows} series={p.series} dots xLog xFormat={(v) => String(v)} yFormat={formatBitsPerS} />;
+          }}
+        </Async>
+      </Card>
+    </>
+  );
+}
