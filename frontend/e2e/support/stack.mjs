@@ -1,0 +1,77 @@
+// Starts `python -m stormwatch.devtools.stack` (PostgreSQL, Redis, migrations, the API serving
+// frontend/dist, a demo org) and resolves with the JSON line it prints when ready.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const FRONTEND = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const REPO = join(FRONTEND, "..");
+
+function python() {
+  const venv = join(REPO, ".venv", "bin", "python");
+  return existsSync(venv) ? venv : "python3";
+}
+
+/**
+ * @param {{ port?: number, withWorker?: boolean, dataDir?: string, timeoutMs?: number, log?: (s: string) => void }} opts
+ * @returns {Promise<{ info: any, stop: () => Promise<void> }>}
+ */
+export function startStack(opts = {}) {
+  const args = ["-m", "stormwatch.devtools.stack"];
+  if (opts.port) args.push("--port", String(opts.port));
+  if (opts.withWorker) args.push("--with-worker");
+  if (opts.dataDir) args.push("--data-dir", opts.dataDir);
+  const child = spawn(python(), args, {
+    cwd: REPO,
+    env: { ...process.env, PYTHONPATH: join(REPO, "backend") },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const log = opts.log ?? (() => {});
+  let stderr = "";
+  child.stderr.on("data", (d) => {
+    const s = d.toString();
+    stderr = (stderr + s).slice(-8000);
+    log(s);
+  });
+  const exited = new Promise((resolve) => child.on("exit", (code, sig) => resolve({ code, sig })));
+
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      const t = setTimeout(() => child.kill("SIGKILL"), 30_000);
+      await exited;
+      clearTimeout(t);
+    }
+  };
+
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    const timer = setTimeout(() => {
+      void stop();
+      reject(new Error(`stack not ready within ${opts.timeoutMs ?? 180_000} ms\n${stderr}`));
+    }, opts.timeoutMs ?? 180_000);
+    child.stdout.on("data", (d) => {
+      buf += d.toString();
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl).trim();
+        buf = buf.slice(nl + 1);
+        if (!line.startsWith("{")) continue;
+        try {
+          const info = JSON.parse(line);
+          if (info.url) {
+            clearTimeout(timer);
+            resolve({ info, stop });
+          }
+        } catch {
+          // not the ready line
+        }
+      }
+    });
+    void exited.then(({ code, sig }) => {
+      clearTimeout(timer);
+      reject(new Error(`stack exited (${code ?? sig}) before it was ready\n${stderr}`));
+    });
+  });
+}
