@@ -1,0 +1,72 @@
+// Driver for bench/ui/run.sh (the UI is already built into frontend/dist).
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { gzipSync } from "node:zlib";
+import { launch } from "../../frontend/e2e/support/browser.mjs";
+import { benchFleet, enroll, seedMesh } from "../../frontend/e2e/support/seed.mjs";
+import { FRONTEND, startStack } from "../../frontend/e2e/support/stack.mjs";
+
+const HOURS = Number(process.env.SW_BENCH_HOURS ?? 24);
+const INTERVAL_S = Number(process.env.SW_BENCH_INTERVAL_S ?? 10);
+const RUNS = Number(process.env.SW_BENCH_RUNS ?? 5);
+const say = (s) => process.stderr.write(`[bench-ui] ${s}\n`);
+
+function bundleKbGz() {
+  const dir = join(FRONTEND, "dist", "assets");
+  let total = 0;
+  for (const f of readdirSync(dir)) if (f.endsWith(".js")) total += gzipSync(readFileSync(join(dir, f)), { level: 9 }).length;
+  return total / 1024;
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+};
+
+const { info, stop } = await startStack({ withWorker: true, log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
+let browser;
+try {
+  const fleet = benchFleet();
+  const agents = await enroll(info.url, info.enrollment_token, fleet);
+  const end = Date.now() - 5_000;
+  const start = end - HOURS * 3600_000;
+  const t0 = Date.now();
+  let last = 0;
+  const n = await seedMesh(info.url, agents, start, end, INTERVAL_S * 1000, {
+    shiftPair: [fleet[0].name, fleet[2].name],
+    concurrency: 2,
+    onProgress: (k) => {
+      if (k - last > 500_000) {
+        last = k;
+        say(`${k} samples posted`);
+      }
+    },
+  });
+  say(`seeded ${agents.length} agents, ${HOURS} h, one round per ${INTERVAL_S} s: ${n} mesh samples in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+
+  browser = await launch();
+  const page = browser.context.pages()[0] ?? (await browser.context.newPage());
+  page.setDefaultTimeout(120_000);
+  await page.goto(`${info.url}/overview`);
+  await page.getByLabel("Email").fill(info.email);
+  await page.getByLabel("Password").fill(info.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("navigation", { name: "Main" }).waitFor();
+
+  // Interactive = the 24 h region heatmap is drawn with every region pair as a focusable
+  // button, measured from navigation start of a full page load (cold JS, warm server).
+  const expectCells = 12 * 12;
+  const times = [];
+  for (let i = 0; i < RUNS + 1; i++) {
+    await page.goto(`${info.url}/overview?range=24h&level=region&stat=p50`, { waitUntil: "commit" });
+    await page.waitForFunction((k) => document.querySelectorAll("table.heatmap td button").length >= k, expectCells, { timeout: 120_000, polling: "raf" });
+    const ms = await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r(performance.now()))));
+    if (i > 0) times.push(ms); // the first load also warms server caches and is reported apart
+    say(`run ${i}: ${ms.toFixed(0)} ms${i === 0 ? " (warm-up)" : ""}`);
+  }
+  const kb = bundleKbGz();
+  console.log(`ui: overview interactive ${median(times).toFixed(0)} ms, bundle ${kb.toFixed(1)} kB gz`);
+} finally {
+  await browser?.close();
+  await stop();
+}
