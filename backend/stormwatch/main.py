@@ -81,12 +81,18 @@ def create_app() -> FastAPI:
     for router in ROUTERS:
         app.include_router(router, prefix=API_PREFIX)
 
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+    async def infrastructure_error(request: Request, exc: Exception) -> JSONResponse:
         if _is_connection_error(exc):
             return _db_unavailable(request, exc)
-        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path,
+                  exc_info=exc)
         return JSONResponse({"detail": "internal error"}, status_code=500)
+
+    # Registered per class (not on Exception) so the response is sent without the
+    # server-error middleware re-raising and dropping the keep-alive connection.
+    for exc_class in (OSError, sa_exc.DBAPIError, sa_exc.TimeoutError, asyncpg.PostgresError,
+                      asyncpg.InterfaceError):
+        app.add_exception_handler(exc_class, infrastructure_error)  # type: ignore[arg-type]
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

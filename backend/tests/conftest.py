@@ -56,12 +56,14 @@ def services() -> Iterator[Services]:
     finally:
         redis.stop()
         pg.stop("immediate")
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not os.environ.get("KEEP_TEST_DIR"):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def db(services: Services) -> Iterator[Engine]:
-    engine = create_engine(services.database_url.replace("+asyncpg", "+psycopg"))
+    engine = create_engine(services.database_url.replace("+asyncpg", "+psycopg"),
+                           pool_pre_ping=True)
     yield engine
     engine.dispose()
 

@@ -1,0 +1,36 @@
+"""The plain-PostgreSQL path: native daily partitions, created on demand, dropped by age."""
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import text
+
+from stormwatch.services import maintenance
+
+
+def test_plain_postgres_uses_native_partitions_and_logs_the_choice(db):
+    with db.connect() as c:
+        assert maintenance.storage_engine(c) == "postgres"
+        kinds = dict(c.execute(text(
+            "SELECT relname, relkind FROM pg_class WHERE relname IN "
+            "('mesh_samples','quorum_samples','storage_samples','throughput_samples')")).all())
+    assert set(kinds.values()) == {"p"}  # partitioned tables
+
+
+def test_partitions_are_created_ahead_and_old_ones_dropped(db):
+    with db.begin() as c:
+        c.execute(text("SELECT sw_ensure_partitions('mesh_samples', now() - interval '40 days', "
+                       "now() - interval '39 days')"))
+        old_day = (datetime.now(UTC) - timedelta(days=40)).strftime("%Y%m%d")
+        assert c.execute(text("SELECT to_regclass(:n)"),
+                         {"n": f"mesh_samples_p{old_day}"}).scalar() is not None
+        maintenance.ensure_partitions(c, days_ahead=5)
+        ahead = (datetime.now(UTC) + timedelta(days=5)).strftime("%Y%m%d")
+        assert c.execute(text("SELECT to_regclass(:n)"),
+                         {"n": f"quorum_samples_p{ahead}"}).scalar() is not None
+        removed = maintenance.enforce_raw_retention(c)
+        assert removed["mesh_samples"] >= 2
+        assert c.execute(text("SELECT to_regclass(:n)"),
+                         {"n": f"mesh_samples_p{old_day}"}).scalar() is None
+        today = datetime.now(UTC).strftime("%Y%m%d")
+        assert c.execute(text("SELECT to_regclass(:n)"),
+                         {"n": f"mesh_samples_p{today}"}).scalar() is not None
