@@ -45,7 +45,7 @@ func fakeGCP(t *testing.T) string {
 	vals := map[string]string{
 		"zone": "projects/123/zones/europe-west1-b", "machine-type": "projects/123/machineTypes/e2-standard-2",
 		"network-interfaces/0/ip": "10.132.0.7", "network-interfaces/0/subnetmask": "255.255.240.0",
-		"network-interfaces/0/network":                    "projects/123/networks/default",
+		"network-interfaces/0/network":                      "projects/123/networks/default",
 		"network-interfaces/0/access-configs/0/external-ip": "34.1.2.3",
 	}
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
