@@ -1,0 +1,45 @@
+# Stormwatch: `make run` runs the product, `make test` runs every test.
+SHELL := /bin/bash
+PY := .venv/bin/python
+export PYTHONPATH := $(CURDIR)/backend
+
+.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui client bootstrap
+
+run:
+	@scripts/run.sh
+
+test:
+	@scripts/test.sh
+
+bootstrap:
+	@scripts/bootstrap.sh test
+
+fmt: bootstrap
+	$(PY) -m ruff format backend migrations bench
+	$(PY) -m ruff check --fix backend migrations bench
+	cd agents && gofmt -w .
+
+lint: bootstrap
+	$(PY) -m ruff check backend migrations bench
+	cd backend && ../$(PY) -m mypy stormwatch
+	cd agents && test -z "$$(gofmt -l .)" && go vet ./...
+	cd frontend && npx tsc -b
+
+# Regenerates the typed UI client from the API's OpenAPI schema.
+client: bootstrap
+	$(PY) -c "import json; from stormwatch.main import app; print(json.dumps(app.openapi(), indent=1))" > frontend/openapi.json
+	cd frontend && npm run client
+
+bench: bench-ingest bench-agent bench-query bench-ui
+
+bench-ingest: bootstrap
+	$(PY) bench/ingest/run.py
+
+bench-agent:
+	bench/agent/run.sh
+
+bench-query: bootstrap
+	bench/query/run.sh
+
+bench-ui: bootstrap
+	bench/ui/run.sh
