@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { rampColor, scalePosition } from "./color";
 import { buildGrid } from "./heatmap";
-import { boxRows, ecdf, histRows, interpolatePx, pivot, tailOfCdf, timelineRows } from "./shape";
+import { boxRows, ecdf, histRows, interpolatePx, niceStep, pivot, tailOfCdf, timelineRows } from "./shape";
 import { failureRates, sizeTable, variantCompare } from "./storage";
 import { resolveRange, windowSecondsFor } from "./timeRange";
 import { readCookie } from "../api/http";
@@ -43,6 +43,15 @@ describe("distributions", () => {
       [50, 0.75],
       [150, 0.25],
     ]);
+  });
+  it("fills empty histogram buckets between occupied ones", () => {
+    const h = histRows([
+      { lo_us: 0, hi_us: 10, count: 1 },
+      { lo_us: 30, hi_us: 40, count: 1 },
+    ]);
+    expect(h.map((b) => b.count)).toEqual([1, 0, 0, 1]);
+    expect(niceStep(0.0031)).toBeCloseTo(0.005);
+    expect(niceStep(170)).toBe(200);
   });
   it("orders box plots by topology class and spans p5 to p95", () => {
     const b = (group: string) => ({ group, p5: 1, p25: 2, p50: 3, p75: 4, p95: 5, mean: 3.2, count: 9 });

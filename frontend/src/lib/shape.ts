@@ -51,10 +51,30 @@ export interface HistRow extends HistBin {
   share: number;
 }
 
-/** Bins with mid-points and their share of all samples. */
-export function histRows(bins: HistBin[]): HistRow[] {
+/** Bins with mid-points and their share of all samples; empty buckets between are filled in. */
+export function histRows(bins: HistBin[], maxFill = 4000): HistRow[] {
   const total = bins.reduce((s, b) => s + b.count, 0) || 1;
-  return bins.map((b) => ({ ...b, mid_us: (b.lo_us + b.hi_us) / 2, share: b.count / total }));
+  const sorted = [...bins].sort((a, b) => a.lo_us - b.lo_us);
+  const first = sorted[0];
+  const last = sorted[sorted.length - 1];
+  let filled = sorted;
+  if (first && last) {
+    const w = first.hi_us - first.lo_us;
+    const n = Math.round((last.hi_us - first.lo_us) / w);
+    if (w > 0 && n <= maxFill && sorted.every((b) => Math.abs(b.hi_us - b.lo_us - w) < w * 1e-6)) {
+      const byIdx = new Map(sorted.map((b) => [Math.round((b.lo_us - first.lo_us) / w), b]));
+      filled = Array.from({ length: n }, (_, i) => byIdx.get(i) ?? { lo_us: first.lo_us + i * w, hi_us: first.lo_us + (i + 1) * w, count: 0 });
+    }
+  }
+  return filled.map((b) => ({ ...b, mid_us: (b.lo_us + b.hi_us) / 2, share: b.count / total }));
+}
+
+/** A 1-2-5 step at or above x (for bucket widths and axis steps). */
+export function niceStep(x: number): number {
+  if (!(x > 0) || !Number.isFinite(x)) return 1;
+  const e = Math.pow(10, Math.floor(Math.log10(x)));
+  for (const m of [1, 2, 5, 10]) if (m * e >= x) return m * e;
+  return 10 * e;
 }
 
 /** A box's whisker-to-whisker span for a range bar, plus order preserved. */
