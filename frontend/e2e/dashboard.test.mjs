@@ -36,7 +36,6 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await seedMesh(base, agents, now - 3 * 3600_000, now - 5_000, 2_000, {
       shiftPair: ["aws-use1-a-1", "aws-euw1-a-1"],
       payloads: [64, 1024, 8192],
-      quorum: { name: "transatlantic-majority", k: 2, members: ["aws-use1-a-1", "aws-use1-a-2", "aws-euw1-a-1"] },
     });
     const targets = await createStorageTargets(base, stack.info.api_key, [
       { name: "s3-use1", provider: "s3" },
@@ -98,7 +97,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await page.locator("section[aria-label='Histogram'] .recharts-bar-rectangle").first().waitFor();
     await page.locator("section[aria-label='CDF'] .recharts-line").first().waitFor();
     await page.getByText(/level shift/).first().waitFor();
-    await page.getByRole("heading", { name: /transatlantic-majority/ }).waitFor();
+    await page.getByRole("heading", { name: /zone-majority/ }).waitFor();
     await shot("04-pair-node");
     await page.getByRole("button", { name: "Tail zoom (top 5%)" }).click();
     await page.waitForURL(/tail=1/);

@@ -101,6 +101,22 @@ async function http(url, opts = {}) {
   return { status: res.status, body };
 }
 
+/** The quorum groups the server hands an agent (majority of its zone; one agent per zone of its region). */
+export function quorumGroups(me, agents) {
+  const groups = [];
+  const zone = agents.filter((a) => a.provider === me.provider && a.region === me.region && a.zone === me.zone).sort((a, b) => a.name.localeCompare(b.name));
+  if (zone.length >= 2) groups.push({ name: "zone-majority", k: Math.floor(zone.length / 2) + 1, members: zone.map((a) => a.id) });
+  const byZone = new Map();
+  for (const a of [...agents].sort((x, y) => x.name.localeCompare(y.name))) {
+    if (a.provider === me.provider && a.region === me.region && a.zone !== me.zone && !byZone.has(a.zone)) byZone.set(a.zone, a);
+  }
+  if (byZone.size) {
+    const members = [me, ...byZone.values()];
+    groups.push({ name: "region-majority", k: Math.floor(members.length / 2) + 1, members: members.map((a) => a.id) });
+  }
+  return groups;
+}
+
 export async function enroll(baseUrl, enrollmentToken, fleet) {
   const out = [];
   for (const [i, a] of fleet.entries()) {
@@ -142,7 +158,8 @@ export async function postBatch(baseUrl, agent, batch) {
 /**
  * Mesh rounds for every agent to every agent (self included), from startMs to endMs every
  * intervalMs, posted in batches of at most maxSamples. Returns the number of samples.
- * @param {{ shiftPair?: [string, string], shiftUs?: number, lossRate?: number, payloads?: number[], quorum?: { name: string, k: number, members: string[] }, concurrency?: number, maxSamples?: number, onProgress?: (n: number) => void }} opts
+ * Each sender also reports the quorum latency of its groups (k-th fastest reply).
+ * @param {{ shiftPair?: [string, string], shiftUs?: number, lossRate?: number, payloads?: number[], concurrency?: number, maxSamples?: number, onProgress?: (n: number) => void }} opts
  */
 export async function seedMesh(baseUrl, agents, startMs, endMs, intervalMs, opts = {}) {
   const r = rng(7);
@@ -157,9 +174,6 @@ export async function seedMesh(baseUrl, agents, startMs, endMs, intervalMs, opts
   const perRound = agents.length;
   const roundsPerBatch = Math.max(1, Math.floor(maxSamples / perRound));
   let total = 0;
-  const quorum = opts.quorum;
-  const qMembers = quorum ? quorum.members.map((n) => byName.get(n)).filter(Boolean) : [];
-
   const rtt = (a, b, t, payload) => {
     let base = baseRttUs(a, b);
     // Payload adds serialisation time, about 8 ns per byte each way on a 1 Gbit/s path.
@@ -185,11 +199,12 @@ export async function seedMesh(baseUrl, agents, startMs, endMs, intervalMs, opts
     while (next < jobs.length) {
       const { src, r0, r1 } = jobs[next++];
       const mesh = { peers: agents.map((a) => a.id), time_us: [], peer_idx: [], round: [], payload_bytes: [], rtt_us: [], status: [] };
-      const q = quorum && qMembers.some((m) => m.name === src.name) ? { groups: [quorum.name], time_us: [], group_idx: [], round: [], k: [], n: [], latency_us: [], status: [] } : null;
+      const groups = quorumGroups(src, agents);
+      const q = groups.length ? { groups: groups.map((g) => g.name), time_us: [], group_idx: [], round: [], k: [], n: [], latency_us: [], status: [] } : null;
       for (let round = r0; round < r1; round++) {
         const t = startMs + round * intervalMs + (src.name.length % 7) * 3;
         const payload = payloads[round % payloads.length];
-        const replies = [];
+        const reply = new Map();
         for (const [j, dst] of agents.entries()) {
           const lost = r.next() < lossRate;
           const v = lost ? null : rtt(src, dst, t, payload);
@@ -199,16 +214,16 @@ export async function seedMesh(baseUrl, agents, startMs, endMs, intervalMs, opts
           mesh.payload_bytes.push(payload);
           mesh.rtt_us.push(v);
           mesh.status.push(lost ? 1 : 0);
-          if (q && qMembers.some((m) => m.id === dst.id)) replies.push(v);
+          reply.set(dst.id, v);
         }
-        if (q) {
-          const ok = replies.filter((x) => x !== null).sort((x, y) => x - y);
-          const lat = ok.length >= quorum.k ? ok[quorum.k - 1] : null;
+        for (const [gi, g] of groups.entries()) {
+          const ok = g.members.map((id) => reply.get(id)).filter((x) => x !== null && x !== undefined).sort((x, y) => x - y);
+          const lat = ok.length >= g.k ? ok[g.k - 1] : null;
           q.time_us.push(t * 1000);
-          q.group_idx.push(0);
+          q.group_idx.push(gi);
           q.round.push(round + 1);
-          q.k.push(quorum.k);
-          q.n.push(qMembers.length);
+          q.k.push(g.k);
+          q.n.push(g.members.length);
           q.latency_us.push(lat);
           q.status.push(lat === null ? 1 : 0);
         }
