@@ -59,6 +59,8 @@ type Shipper struct {
 	maxSamples atomic.Int64
 	maxAge     atomic.Int64
 	finalCut   chan struct{}
+	// flushFailed is set once a delivery fails during the final flush; sender goroutine only.
+	flushFailed bool
 }
 
 // New opens the spool and returns a shipper; mesh may be nil.
@@ -277,11 +279,15 @@ func (s *Shipper) next(hardCtx context.Context) *item {
 			return it
 		default:
 		}
-		if s.flushing() || hardCtx.Err() != nil {
+		if hardCtx.Err() != nil || (s.flushing() && s.flushFailed) {
 			return nil // spooled batches stay durable for the next start
 		}
+		// While flushing, the spool is drained too as long as the API answers.
 		if it, _ := s.spool.claimOldest(); it != nil {
 			return it
+		}
+		if s.flushing() {
+			return nil
 		}
 		select {
 		case it := <-s.queue:
@@ -314,6 +320,9 @@ func (s *Shipper) deliver(hardCtx context.Context, it *item) {
 		}
 		s.o.Metrics.SendFailures.Add(1)
 		s.o.Metrics.SetError(err)
+		if s.flushing() {
+			s.flushFailed = true // the API is not answering: stop trying and keep the rest on disk
+		}
 		var se *client.StatusError
 		isStatus := errors.As(err, &se)
 		if isStatus && !se.Retryable() && se.Code != http.StatusUnauthorized {

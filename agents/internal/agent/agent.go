@@ -1,0 +1,319 @@
+// Package agent runs the Stormwatch agent: enrollment, config polling, the probes, the
+// shipper and the local /metrics endpoint.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"stormwatch/agents/internal/client"
+	"stormwatch/agents/internal/config"
+	"stormwatch/agents/internal/metadata"
+	"stormwatch/agents/internal/metrics"
+	"stormwatch/agents/internal/probe/mesh"
+	"stormwatch/agents/internal/shipper"
+	"stormwatch/agents/internal/sample"
+)
+
+// StorageManager runs the storage probe on the targets of the server config.
+type StorageManager interface {
+	Apply(targets []json.RawMessage)
+	Run(ctx context.Context) error
+}
+
+// Deps are the parts main provides.
+type Deps struct {
+	Version string
+	Logger  *slog.Logger
+	// NewStorage builds the storage probe; nil leaves storage targets unmeasured.
+	NewStorage func(emit func(sample.Storage), log *slog.Logger) StorageManager
+	// Metadata overrides the cloud metadata endpoints (tests).
+	MetadataEndpoints *metadata.Endpoints
+}
+
+// Metadata detects where the agent runs and applies the config's overrides.
+func Metadata(ctx context.Context, cfg config.Config, d Deps) client.Metadata {
+	var md client.Metadata
+	if cfg.Metadata.DetectEnabled() {
+		det := metadata.Detector{Endpoints: metadata.DefaultEndpoints, Timeout: cfg.Metadata.Timeout}
+		if d.MetadataEndpoints != nil {
+			det.Endpoints = *d.MetadataEndpoints
+		}
+		found, err := det.Detect(ctx)
+		if err != nil {
+			d.Logger.Info("no cloud metadata service answered; using config values", "err", err)
+		}
+		md = found
+	}
+	md = metadata.Override(md, client.Metadata{Provider: cfg.Metadata.Provider, Region: cfg.Metadata.Region,
+		Zone: cfg.Metadata.Zone, Subnet: cfg.Metadata.Subnet, InstanceType: cfg.Metadata.InstanceType,
+		PrivateIP: cfg.Metadata.PrivateIP, PublicIP: cfg.Metadata.PublicIP})
+	if md.PrivateIP == "" {
+		if u, err := url.Parse(cfg.APIURL); err == nil {
+			md.PrivateIP = metadata.OutboundIP(u.Hostname())
+		}
+	}
+	return md
+}
+
+// AgentName is the configured name or the host name.
+func AgentName(cfg config.Config) string {
+	if cfg.Name != "" {
+		return cfg.Name
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// advertise is the mesh address peers dial: the configured one, else the private IP with
+// the port actually listened on.
+func advertise(cfg config.Config, md client.Metadata, ln net.Addr) string {
+	if cfg.Mesh.Advertise != "" {
+		return cfg.Mesh.Advertise
+	}
+	_, port, _ := net.SplitHostPort(ln.String())
+	host, _, _ := net.SplitHostPort(cfg.Mesh.Listen)
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return net.JoinHostPort(host, port)
+	}
+	if md.PrivateIP != "" {
+		return net.JoinHostPort(md.PrivateIP, port)
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
+// Enroll registers the agent with its enrollment token and saves the state.
+func Enroll(ctx context.Context, cfg config.Config, c *client.Client, md client.Metadata, meshAddr string, d Deps) (State, error) {
+	tok, err := cfg.EnrollmentTokenValue()
+	if err != nil {
+		return State{}, err
+	}
+	if tok == "" {
+		return State{}, errors.New("not enrolled yet and no enrollment token configured (enrollment_token or enrollment_token_file)")
+	}
+	name := AgentName(cfg)
+	res, err := c.Enroll(ctx, client.EnrollRequest{EnrollmentToken: tok, Name: name, AgentVersion: d.Version,
+		MeshAddress: meshAddr, Metadata: md})
+	if err != nil {
+		return State{}, err
+	}
+	st := State{AgentID: res.AgentID, AgentToken: res.AgentToken, OrgID: res.OrgID, Name: name, APIURL: cfg.APIURL}
+	if err := SaveState(cfg.StateDir, st); err != nil {
+		return State{}, err
+	}
+	d.Logger.Info("enrolled", "agent_id", st.AgentID, "name", name)
+	return st, nil
+}
+
+// Run enrolls when needed, then measures and ships until ctx ends, and flushes.
+func Run(ctx context.Context, cfg config.Config, d Deps) error {
+	log := d.Logger
+	m := metrics.New(d.Version)
+	c, err := client.New(cfg.APIURL, cfg.CAFile, d.Version)
+	if err != nil {
+		return err
+	}
+	echo, err := mesh.Listen(cfg.Mesh.Listen, log)
+	if err != nil {
+		return fmt.Errorf("mesh listen %s: %w", cfg.Mesh.Listen, err)
+	}
+	defer echo.Close()
+	md := Metadata(ctx, cfg, d)
+	meshAddr := advertise(cfg, md, echo.Addr())
+
+	st, ok, err := LoadState(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	if ok && st.APIURL != "" && st.APIURL != cfg.APIURL {
+		log.Warn("the API URL changed since enrollment; enrolling again", "was", st.APIURL, "now", cfg.APIURL)
+		ok = false
+	}
+	if !ok {
+		if st, err = retry(ctx, log, "enroll", func() (State, error) { return Enroll(ctx, cfg, c, md, meshAddr, d) }); err != nil {
+			return err
+		}
+	}
+	c.SetToken(st.AgentToken)
+	upd := client.SelfUpdate{AgentVersion: &d.Version, MeshAddress: &meshAddr, Metadata: &md}
+	if err := c.PatchSelf(ctx, upd); err != nil {
+		var se *client.StatusError
+		if errors.As(err, &se) && se.Code == http.StatusUnauthorized {
+			// The token was revoked or the agent deleted: enroll again if we can.
+			log.Warn("agent token refused; enrolling again")
+			if st, err = Enroll(ctx, cfg, c, md, meshAddr, d); err != nil {
+				return err
+			}
+			c.SetToken(st.AgentToken)
+		} else {
+			log.Warn("could not update agent metadata", "err", err)
+			m.SetError(err)
+		}
+	}
+	log.Info("agent starting", "agent_id", st.AgentID, "name", st.Name, "mesh_address", meshAddr,
+		"provider", md.Provider, "region", md.Region, "zone", md.Zone)
+
+	rec := mesh.NewRecorder()
+	m.SetMeasuredSource(metrics.Mesh, func() uint64 { n, _ := rec.Measured(); return n })
+	m.SetMeasuredSource(metrics.Quorum, func() uint64 { _, n := rec.Measured(); return n })
+	prober := mesh.NewProber(st.AgentID, rec, log)
+	m.AddGauge("stormwatch_agent_mesh_connected_peers", "Peers with an open mesh connection.", func() float64 { return float64(prober.Connected()) })
+	ship, err := shipper.New(shipper.Options{AgentID: st.AgentID, SpoolDir: cfg.Spool.Dir, SpoolMaxBytes: cfg.Spool.MaxBytes,
+		FlushDeadline: cfg.FlushDeadline, Metrics: m, Logger: log}, c, rec)
+	if err != nil {
+		return err
+	}
+	var storage StorageManager
+	if d.NewStorage != nil {
+		storage = d.NewStorage(ship.AddStorage, log)
+	}
+
+	var metricsSrv *http.Server
+	if cfg.Metrics.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Metrics.Listen)
+		if err != nil {
+			return fmt.Errorf("metrics listen %s: %w", cfg.Metrics.Listen, err)
+		}
+		metricsSrv = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = metricsSrv.Serve(ln) }()
+		log.Info("metrics listening", "address", ln.Addr().String())
+	}
+
+	probeCtx, stopProbes := context.WithCancel(context.Background())
+	shipCtx, stopShip := context.WithCancel(context.Background())
+	var probes sync.WaitGroup
+	probes.Add(3)
+	go func() { defer probes.Done(); _ = echo.Serve(probeCtx) }()
+	go func() { defer probes.Done(); _ = prober.Run(probeCtx) }()
+	go func() { defer probes.Done(); pollConfig(probeCtx, c, st.AgentID, prober, ship, storage, m, log) }()
+	if storage != nil {
+		probes.Add(1)
+		go func() {
+			defer probes.Done()
+			if err := storage.Run(probeCtx); err != nil && probeCtx.Err() == nil {
+				log.Error("storage probe stopped", "err", err)
+				m.SetError(err)
+			}
+		}()
+	}
+	shipDone := make(chan struct{})
+	go func() { defer close(shipDone); _ = ship.Run(shipCtx) }()
+
+	<-ctx.Done()
+	log.Info("stopping: flushing samples", "deadline", cfg.FlushDeadline)
+	// Probes stop first so that the shipper's last batch holds every recorded sample.
+	stopProbes()
+	probes.Wait()
+	stopShip()
+	<-shipDone
+	if metricsSrv != nil {
+		_ = metricsSrv.Close()
+	}
+	final := []any{}
+	for k := metrics.Kind(0); k < metrics.NumKinds; k++ {
+		final = append(final, k.String()+"_measured", m.MeasuredCount(k), k.String()+"_shipped", m.Shipped[k].Load(),
+			k.String()+"_spooled", m.Spooled[k].Load(), k.String()+"_dropped", m.Dropped[k].Load())
+	}
+	final = append(final, "spooled_batches_left", ship.SpooledBatches())
+	log.Info("agent stopped", final...)
+	return nil
+}
+
+// retry calls f with exponential backoff until it succeeds, ctx ends, or the API answers
+// with a non-retryable error.
+func retry[T any](ctx context.Context, log *slog.Logger, what string, f func() (T, error)) (T, error) {
+	backoff := time.Second
+	for {
+		v, err := f()
+		if err == nil || !client.IsRetryable(err) {
+			return v, err
+		}
+		log.Warn(what+" failed; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return v, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// pollConfig fetches the server config on start and whenever config_poll_s elapses, and
+// applies what changed; a 304 costs nothing.
+func pollConfig(ctx context.Context, c *client.Client, selfID string, prober *mesh.Prober, ship *shipper.Shipper,
+	storage StorageManager, m *metrics.Agent, log *slog.Logger) {
+	version := ""
+	interval := 30 * time.Second
+	failBackoff := time.Second
+	for {
+		cfg, err := c.Config(ctx, version)
+		wait := interval
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return
+		case err != nil:
+			log.Warn("config poll failed", "err", err)
+			m.SetError(err)
+			if version == "" {
+				wait = failBackoff // nothing to measure with yet: try again soon
+				failBackoff = min(2*failBackoff, interval)
+			}
+		case cfg != nil:
+			apply(cfg, selfID, prober, ship, storage, log)
+			version = cfg.Version
+			m.SetConfigVersion(version)
+			if cfg.ConfigPollS > 0 {
+				interval = time.Duration(cfg.ConfigPollS) * time.Second
+				wait = interval
+			}
+		}
+		// Jitter keeps a fleet that started together from polling together.
+		wait += time.Duration(mrand.Int64N(int64(wait)/10 + 1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// MeshSettings converts the server's mesh config; groups absent from it get the defaults.
+func MeshSettings(cfg *client.AgentConfig, selfID string) mesh.Settings {
+	s := mesh.Settings{Enabled: cfg.Mesh.Enabled, RateHz: cfg.Mesh.RateHz, PayloadBytes: cfg.Mesh.PayloadBytes,
+		Timeout: time.Duration(cfg.Mesh.TimeoutMs) * time.Millisecond}
+	for _, p := range cfg.Mesh.Peers {
+		s.Peers = append(s.Peers, mesh.Peer{ID: p.AgentID, Name: p.Name, Address: p.Address, Provider: p.Provider,
+			Region: p.Region, Zone: p.Zone, Subnet: p.Subnet})
+	}
+	if cfg.Mesh.Groups == nil {
+		s.Groups = mesh.DefaultGroups(selfID, s.Peers)
+	} else {
+		for _, g := range cfg.Mesh.Groups {
+			s.Groups = append(s.Groups, mesh.Group{Name: g.Name, K: g.K, Members: g.Members})
+		}
+	}
+	return s
+}
+
+func apply(cfg *client.AgentConfig, selfID string, prober *mesh.Prober, ship *shipper.Shipper, storage StorageManager, log *slog.Logger) {
+	s := MeshSettings(cfg, selfID)
+	prober.Apply(s)
+	ship.SetLimits(cfg.Shipper.MaxBatchSamples, time.Duration(cfg.Shipper.MaxBatchAgeMs)*time.Millisecond)
+	if storage != nil {
+		storage.Apply(cfg.Storage.Targets)
+	}
+	log.Info("config applied", "version", cfg.Version, "mesh_enabled", s.Enabled, "rate_hz", s.RateHz,
+		"payload_bytes", s.PayloadBytes, "peers", len(s.Peers), "groups", len(s.Groups),
+		"storage_targets", len(cfg.Storage.Targets), "poll_s", strconv.Itoa(cfg.ConfigPollS))
+}

@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"stormwatch/agents/fakeapi"
+	"stormwatch/agents/internal/config"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// finalCounts reads the "agent stopped" log record.
+func (s *syncBuf) finalCounts(t *testing.T) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, line := range bytes.Split(s.b.Bytes(), []byte("\n")) {
+		var rec map[string]any
+		if json.Unmarshal(line, &rec) == nil && rec["msg"] == "agent stopped" {
+			return rec
+		}
+	}
+	t.Fatal("no final counts logged")
+	return nil
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type runningAgent struct {
+	name   string
+	logs   *syncBuf
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func startAgent(t *testing.T, api, name string) *runningAgent {
+	t.Helper()
+	dir := t.TempDir()
+	detect := false
+	cfg := config.Defaults()
+	cfg.APIURL = api
+	cfg.EnrollmentToken = "swe_testtoken"
+	cfg.StateDir = dir
+	cfg.Spool.Dir = filepath.Join(dir, "spool")
+	cfg.Name = name
+	cfg.Mesh.Listen = "127.0.0.1:0"
+	cfg.Metrics.Listen = ""
+	cfg.FlushDeadline = 5 * time.Second
+	cfg.Metadata.Detect = &detect
+	cfg.Metadata.Provider, cfg.Metadata.Region, cfg.Metadata.Zone = "local", "local-1", "local-1a"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	a := &runningAgent{name: name, logs: &syncBuf{}, done: make(chan error, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	log := slog.New(slog.NewJSONHandler(a.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	go func() { a.done <- Run(ctx, cfg, Deps{Version: "test", Logger: log}) }()
+	t.Cleanup(func() { cancel(); <-a.done })
+	return a
+}
+
+func (a *runningAgent) stop(t *testing.T) {
+	a.cancel()
+	if err := <-a.done; err != nil {
+		t.Fatalf("%s: %v", a.name, err)
+	}
+	a.done <- nil // for the cleanup
+}
+
+func TestThreeAgentsEnrollMeshAndShipEverySampleOnceThroughAnOutage(t *testing.T) {
+	api := fakeapi.New("swe_testtoken", 50, 256, 500)
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	var agents []*runningAgent
+	for i := range 3 {
+		agents = append(agents, startAgent(t, srv.URL, fmt.Sprintf("agent-%d", i+1)))
+	}
+	pairs := func() int {
+		seen := map[[2]string]bool{}
+		for _, r := range api.MeshRows() {
+			if r.Status == 0 {
+				seen[[2]string{r.Src, r.Dst}] = true
+			}
+		}
+		return len(seen)
+	}
+	waitFor(t, "all nine ordered pairs", 20*time.Second, func() bool { return pairs() == 9 })
+	waitFor(t, "quorum samples", 10*time.Second, func() bool { return len(api.QuorumRows()) > 0 })
+
+	// The API goes away under load, then comes back.
+	api.SetDown(2)
+	before := api.Refused.Load()
+	waitFor(t, "failed deliveries during the outage", 10*time.Second, func() bool { return api.Refused.Load() >= before+6 })
+	api.SetDown(0)
+
+	for _, a := range agents {
+		a.stop(t)
+	}
+	ids := api.AgentIDs()
+	rows := api.MeshRows()
+	seen := map[string]bool{}
+	perSrc := map[string]int{}
+	for _, r := range rows {
+		k := fmt.Sprintf("%s/%s/%d", r.Src, r.Dst, r.Round)
+		if seen[k] {
+			t.Fatalf("sample %s stored twice", k)
+		}
+		seen[k] = true
+		perSrc[r.Src]++
+	}
+	for _, a := range agents {
+		fc := a.logs.finalCounts(t)
+		measured := int(fc["mesh_measured"].(float64))
+		if got := perSrc[ids[a.name]]; got != measured {
+			t.Errorf("%s: %d mesh rows stored, %d measured (left in spool: %v)", a.name, got, measured, fc["spooled_batches_left"])
+		}
+		if fc["mesh_spooled"].(float64) == 0 {
+			t.Logf("%s spooled nothing during the outage", a.name)
+		}
+	}
+}
+
+func TestStateIsKeptReadableOnlyByTheAgent(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	if err := SaveState(dir, State{AgentID: "a", AgentToken: "swa_x"}); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, stateFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("state file mode %v, want 0600", fi.Mode().Perm())
+	}
+	st, ok, err := LoadState(dir)
+	if err != nil || !ok || st.AgentToken != "swa_x" {
+		t.Fatalf("%+v %v %v", st, ok, err)
+	}
+}
