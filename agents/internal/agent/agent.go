@@ -22,8 +22,8 @@ import (
 	"stormwatch/agents/internal/metadata"
 	"stormwatch/agents/internal/metrics"
 	"stormwatch/agents/internal/probe/mesh"
-	"stormwatch/agents/internal/shipper"
 	"stormwatch/agents/internal/sample"
+	"stormwatch/agents/internal/shipper"
 )
 
 // StorageManager runs the storage probe on the targets of the server config.
