@@ -8,20 +8,25 @@ import (
 	"stormwatch/agents/internal/sample"
 )
 
-// blockCap is the initial capacity of a block, so that steady recording rarely grows a slice.
-const blockCap = 4096
+// Blocks are fixed-size chunks, sealed when full and never grown, so a buffered sample costs
+// its 16 bytes and not the slack of a doubling slice.
+const (
+	blockCap       = 4096
+	quorumBlockCap = 1024
+)
 
 // Recorder buffers mesh and quorum samples in 16-byte records. Only reader and timeout paths
 // call it, never the goroutine that writes to a socket, and it holds its lock for an append.
 type Recorder struct {
-	mu       sync.Mutex
-	peers    []string // append-only: an index handed out stays valid for the process
-	peerIdx  map[string]uint16
-	groups   []string
-	groupIdx map[string]uint8
-	sealed   []*sample.MeshBlock
-	cur      *sample.MeshBlock
-	pending  int
+	mu        sync.Mutex
+	peers     []string // append-only: an index handed out stays valid for the process
+	peerIdx   map[string]uint16
+	groups    []string
+	groupIdx  map[string]uint8
+	sealed    []*sample.MeshBlock
+	curMesh   *sample.MeshBlock // a block holds mesh or quorum samples, each in fixed chunks
+	curQuorum *sample.MeshBlock
+	pending   int
 
 	measuredMesh   atomic.Uint64
 	measuredQuorum atomic.Uint64
@@ -58,36 +63,44 @@ func (r *Recorder) GroupIndex(name string) uint8 {
 	return i
 }
 
-// blockFor returns the open block that can hold a sample at (t, round, payload), sealing the
-// current one when an offset would overflow or the payload size changed. Caller holds mu.
-func (r *Recorder) blockFor(tUS int64, round uint64, payload int) *sample.MeshBlock {
-	c := r.cur
-	if c != nil && c.PayloadBytes == payload {
+// blockFor returns the open block of the kind (quorum or mesh) that can hold a sample at
+// (t, round, payload), sealing it when full, when an offset would overflow or the payload
+// size changed. Caller holds mu.
+func (r *Recorder) blockFor(quorum bool, tUS int64, round uint64, payload int) *sample.MeshBlock {
+	cur := &r.curMesh
+	if quorum {
+		cur = &r.curQuorum
+	}
+	if c := *cur; c != nil && c.PayloadBytes == payload && (len(c.Mesh) < cap(c.Mesh) || len(c.Quorum) < cap(c.Quorum)) {
 		dt := tUS - c.BaseTimeUS
 		dr := int64(round) - int64(c.BaseRound)
 		if dt > -1<<31 && dt < 1<<31-1 && dr > -1<<31 && dr < 1<<31-1 {
 			return c
 		}
 	}
-	if c != nil && c.Len() > 0 {
-		r.seal()
+	r.seal(cur)
+	b := &sample.MeshBlock{BaseTimeUS: tUS, BaseRound: round, PayloadBytes: payload}
+	if quorum {
+		b.Quorum = make([]sample.Quorum, 0, quorumBlockCap)
+	} else {
+		b.Mesh = make([]sample.Mesh, 0, blockCap)
 	}
-	r.cur = &sample.MeshBlock{BaseTimeUS: tUS, BaseRound: round, PayloadBytes: payload,
-		Mesh: make([]sample.Mesh, 0, blockCap)}
-	return r.cur
+	*cur = b
+	return b
 }
 
-// seal closes the current block. Caller holds mu.
-func (r *Recorder) seal() {
-	if r.cur == nil {
+// seal closes an open block. Caller holds mu.
+func (r *Recorder) seal(cur **sample.MeshBlock) {
+	b := *cur
+	if b == nil {
 		return
 	}
-	r.cur.Peers = r.peers
-	r.cur.Groups = r.groups
-	if r.cur.Len() > 0 {
-		r.sealed = append(r.sealed, r.cur)
+	b.Peers = r.peers
+	b.Groups = r.groups
+	if b.Len() > 0 {
+		r.sealed = append(r.sealed, b)
 	}
-	r.cur = nil
+	*cur = nil
 }
 
 // AddMesh records one mesh sample. rtt is ignored unless st is StatusOK.
@@ -98,7 +111,7 @@ func (r *Recorder) AddMesh(sent time.Time, round uint64, payload int, peer uint1
 		rttUS = uint32(rtt / time.Microsecond)
 	}
 	r.mu.Lock()
-	b := r.blockFor(tUS, round, payload)
+	b := r.blockFor(false, tUS, round, payload)
 	b.Mesh = append(b.Mesh, sample.Mesh{TimeOffUS: int32(tUS - b.BaseTimeUS),
 		RoundDelta: int32(int64(round) - int64(b.BaseRound)), RTTUS: rttUS, Peer: peer, Status: st})
 	r.pending++
@@ -114,7 +127,7 @@ func (r *Recorder) AddQuorum(t time.Time, round uint64, payload int, group uint8
 		lat = uint32(latency / time.Microsecond)
 	}
 	r.mu.Lock()
-	b := r.blockFor(tUS, round, payload)
+	b := r.blockFor(true, tUS, round, payload)
 	b.Quorum = append(b.Quorum, sample.Quorum{TimeOffUS: int32(tUS - b.BaseTimeUS),
 		RoundDelta: int32(int64(round) - int64(b.BaseRound)), LatencyUS: lat, Group: group,
 		K: uint8(k), N: uint8(n), Status: st})
@@ -134,7 +147,8 @@ func (r *Recorder) Pending() int {
 func (r *Recorder) TakeMesh() []*sample.MeshBlock {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.seal()
+	r.seal(&r.curMesh)
+	r.seal(&r.curQuorum)
 	out := r.sealed
 	r.sealed = nil
 	r.pending = 0
