@@ -10,9 +10,9 @@ const STATUS_CLASS: Record<string, string> = { online: "ok", stale: "warn", neve
 /** The command an operator runs on a VM to enroll it; the token is the only secret in it. */
 export function enrollmentCommand(origin: string, token: string): string {
   return [
-    `export STORMWATCH_URL=${origin}`,
+    `export STORMWATCH_API_URL=${origin}`,
     `export STORMWATCH_ENROLLMENT_TOKEN=${token}`,
-    `stormwatch-agent --server "$STORMWATCH_URL" --enrollment-token "$STORMWATCH_ENROLLMENT_TOKEN" --name "$(hostname)"`,
+    `stormwatch-agent run --name "$(hostname)"`,
   ].join("\n");
 }
 
