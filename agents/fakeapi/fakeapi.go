@@ -81,6 +81,13 @@ func (s *Server) SetGroups(g []client.MeshGroup) {
 	s.mesh.Groups = g
 }
 
+// SetPollS sets config_poll_s of the served config.
+func (s *Server) SetPollS(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pollS = n
+}
+
 // SetDown makes ingest fail: 0 up, 1 with 503 and Retry-After, 2 by cutting the connection.
 func (s *Server) SetDown(mode int32) { s.down.Store(mode) }
 

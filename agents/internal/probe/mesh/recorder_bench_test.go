@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"stormwatch/agents/internal/sample"
 )
@@ -28,5 +29,6 @@ func BenchmarkRecorderBytesPerSample(b *testing.B) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(b.N), "B/sample")
+	b.ReportMetric(float64(unsafe.Sizeof(sample.Mesh{})), "sizeof-B")
 	runtime.KeepAlive(rec)
 }
