@@ -1,0 +1,454 @@
+"""Rollups of raw samples into 1-minute buckets, and of those into 1-hour and 1-day ones.
+
+Every computation rebuilds whole buckets from their sources and upserts them, so running
+it twice gives the same rows. Late samples are picked up three ways: the minute pass always
+re-rolls a short overlap behind its watermark; ingest marks minutes that are already rolled
+(`mark_late_minutes`); and a sweep compares raw counts with rolled counts over recent hours.
+Coarser buckets are re-rolled whenever a finer row of theirs was recomputed after them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+from sqlalchemy import Connection, text
+
+from stormwatch.services.analytics.sketches import (
+    MIN_INDEXABLE,
+    Sketch,
+    decode,
+    encode,
+    value_keys,
+)
+
+MINUTE, HOUR, DAY = 60, 3600, 86400
+# Samples may arrive a little after their timestamp; the minute pass leaves this margin
+# behind now and re-rolls this much behind its watermark every time.
+SETTLE = timedelta(seconds=30)
+OVERLAP = timedelta(minutes=2)
+# A finer row committed this long after its computed_at would be missed by the coarser
+# pass; the pass re-reads this far back, which only costs idempotent recomputation.
+COMPUTED_AT_SLACK = timedelta(minutes=5)
+MAX_MINUTES_PER_PASS = 120
+
+
+@dataclass(frozen=True)
+class RollupKind:
+    name: str
+    raw_table: str
+    table: str
+    keys: tuple[str, ...]
+    # (column prefix in the rollup table, SQL value over the raw row, NULL when absent)
+    values: tuple[tuple[str, str], ...]
+    failure_sql: str
+
+
+KINDS: dict[str, RollupKind] = {
+    "mesh": RollupKind(
+        "mesh", "mesh_samples", "mesh_rollups", ("src_agent_id", "dst_agent_id", "payload_bytes"),
+        (("rtt_us", "CASE WHEN status = 0 THEN rtt_us END"),), "status <> 0"),
+    "quorum": RollupKind(
+        "quorum", "quorum_samples", "quorum_rollups", ("agent_id", "group_name", "k", "n"),
+        (("latency_us", "CASE WHEN status = 0 THEN latency_us END"),), "status <> 0"),
+    "storage": RollupKind(
+        "storage", "storage_samples", "storage_rollups",
+        ("agent_id", "target_id", "op", "variant", "content", "size_bytes", "copies",
+         "concurrency"),
+        (("latency_us", "CASE WHEN status = 0 THEN latency_us END"),
+         # Seed 000 Tables 1-2: latency minus the round trip to the endpoint.
+         ("adj_latency_us",
+          "CASE WHEN status = 0 AND rtt_us IS NOT NULL THEN greatest(latency_us - rtt_us, 0) END")),
+        "status <> 0"),
+    "throughput": RollupKind(
+        "throughput", "throughput_samples", "throughput_rollups",
+        ("src_agent_id", "dst_agent_id", "proto", "direction"),
+        (("bytes_per_s", "bytes_per_s"),), "false"),
+}
+
+
+def floor_time(t: datetime, bucket_s: int) -> datetime:
+    ts = int(t.timestamp())
+    return datetime.fromtimestamp(ts - ts % bucket_s, UTC)
+
+
+# --- grouping helpers -----------------------------------------------------------------
+
+
+def _group_index(keys: Sequence[tuple[Any, ...]]) -> tuple[NDArray[np.int64], list[tuple[Any, ...]]]:
+    index: dict[tuple[Any, ...], int] = {}
+    ids = np.empty(len(keys), dtype=np.int64)
+    for i, k in enumerate(keys):
+        g = index.get(k)
+        if g is None:
+            g = index[k] = len(index)
+        ids[i] = g
+    return ids, list(index)
+
+
+@dataclass
+class StatColumns:
+    count: NDArray[np.int64]
+    minimum: NDArray[np.float64]
+    maximum: NDArray[np.float64]
+    total: NDArray[np.float64]
+    total_sq: NDArray[np.float64]
+    sketches: list[bytes]
+
+
+def sketches_by_group(groups: NDArray[np.int64], keys: NDArray[np.int64],
+                      counts: NDArray[np.float64], zero: NDArray[np.float64],
+                      n_groups: int) -> list[bytes]:
+    """Encoded sketch per group from (group, bin key, count) triples."""
+    out = [b""] * n_groups
+    if keys.size:
+        lo = int(keys.min())
+        width = int(keys.max()) - lo + 1
+        combined = groups * width + (keys - lo)
+        uniq, inv = np.unique(combined, return_inverse=True)
+        summed = np.bincount(inv, weights=counts)
+        g_of = uniq // width
+        k_of = uniq % width + lo
+        bounds = np.flatnonzero(np.diff(g_of)) + 1
+        starts = np.concatenate([[0], bounds])
+        ends = np.concatenate([bounds, [uniq.size]])
+        for a, b in zip(starts, ends, strict=True):
+            g = int(g_of[a])
+            ks = k_of[a:b]
+            dense = np.zeros(int(ks[-1] - ks[0]) + 1)
+            dense[ks - ks[0]] = summed[a:b]
+            out[g] = encode(Sketch(int(ks[0]), dense, float(zero[g])))
+    for g in range(n_groups):
+        if not out[g]:
+            out[g] = encode(Sketch(0, np.zeros(0), float(zero[g])))
+    return out
+
+
+def stats_from_values(values: NDArray[np.float64], groups: NDArray[np.int64],
+                      n_groups: int) -> StatColumns:
+    ok = np.isfinite(values)
+    v, g = values[ok], groups[ok]
+    count = np.bincount(g, minlength=n_groups).astype(np.int64)
+    total = np.bincount(g, weights=v, minlength=n_groups)
+    total_sq = np.bincount(g, weights=v * v, minlength=n_groups)
+    mn = np.full(n_groups, np.inf)
+    mx = np.full(n_groups, -np.inf)
+    np.minimum.at(mn, g, v)
+    np.maximum.at(mx, g, v)
+    pos = v > MIN_INDEXABLE
+    zero = np.bincount(g[~pos], minlength=n_groups).astype(np.float64)
+    sketches = sketches_by_group(g[pos], value_keys(v[pos]), np.ones(int(pos.sum())), zero,
+                                 n_groups)
+    return StatColumns(count, mn, mx, total, total_sq, sketches)
+
+
+def merge_stat_rows(groups: NDArray[np.int64], n_groups: int, count: NDArray[np.float64],
+                    mn: NDArray[np.float64], mx: NDArray[np.float64], total: NDArray[np.float64],
+                    total_sq: NDArray[np.float64], blobs: Sequence[bytes]) -> StatColumns:
+    c = np.bincount(groups, weights=count, minlength=n_groups).astype(np.int64)
+    t = np.bincount(groups, weights=total, minlength=n_groups)
+    t2 = np.bincount(groups, weights=total_sq, minlength=n_groups)
+    lo = np.full(n_groups, np.inf)
+    hi = np.full(n_groups, -np.inf)
+    np.minimum.at(lo, groups, np.where(np.isfinite(mn), mn, np.inf))
+    np.maximum.at(hi, groups, np.where(np.isfinite(mx), mx, -np.inf))
+    g_parts: list[NDArray[np.int64]] = []
+    k_parts: list[NDArray[np.int64]] = []
+    c_parts: list[NDArray[np.float64]] = []
+    zero = np.zeros(n_groups)
+    for g, blob in zip(groups.tolist(), blobs, strict=True):
+        s = decode(blob)
+        if s.counts.size:
+            g_parts.append(np.full(s.counts.size, g, dtype=np.int64))
+            k_parts.append(np.arange(s.offset, s.offset + s.counts.size, dtype=np.int64))
+            c_parts.append(s.counts)
+        zero[g] += s.zero_count
+    if g_parts:
+        gg, kk, cc = np.concatenate(g_parts), np.concatenate(k_parts), np.concatenate(c_parts)
+        nz = cc != 0
+        sketches = sketches_by_group(gg[nz], kk[nz], cc[nz], zero, n_groups)
+    else:
+        sketches = sketches_by_group(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
+                                     zero, n_groups)
+    return StatColumns(c, lo, hi, t, t2, sketches)
+
+
+def _none_if_inf(x: float) -> float | None:
+    return None if not np.isfinite(x) else float(x)
+
+
+# --- upsert ---------------------------------------------------------------------------
+
+
+def _upsert(conn: Connection, kind: RollupKind, bucket_s: int, series: list[tuple[Any, ...]],
+            sample_count: NDArray[np.int64], failure_count: NDArray[np.int64],
+            stats: dict[str, StatColumns]) -> int:
+    """series: (org_id, *keys, bucket_start) per group."""
+    if not series:
+        return 0
+    cols = ["org_id", "bucket_s", "bucket_start", *kind.keys, "sample_count", "failure_count"]
+    for prefix, _ in kind.values:
+        cols += [f"{prefix}_count", f"{prefix}_min", f"{prefix}_max", f"{prefix}_sum",
+                 f"{prefix}_sum_sq", f"{prefix}_sketch"]
+    rows = []
+    for i, key in enumerate(series):
+        row: dict[str, Any] = {"org_id": key[0], "bucket_s": bucket_s, "bucket_start": key[-1]}
+        for name, val in zip(kind.keys, key[1:-1], strict=True):
+            row[name] = val
+        row["sample_count"] = int(sample_count[i])
+        row["failure_count"] = int(failure_count[i])
+        for prefix, _ in kind.values:
+            st = stats[prefix]
+            row[f"{prefix}_count"] = int(st.count[i])
+            row[f"{prefix}_min"] = _none_if_inf(st.minimum[i])
+            row[f"{prefix}_max"] = _none_if_inf(st.maximum[i])
+            row[f"{prefix}_sum"] = float(st.total[i])
+            row[f"{prefix}_sum_sq"] = float(st.total_sq[i])
+            row[f"{prefix}_sketch"] = st.sketches[i]
+        rows.append(row)
+    pk = ["org_id", "bucket_s", *kind.keys, "bucket_start"]
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in cols if c not in pk)
+    sql = text(
+        f"INSERT INTO {kind.table} ({', '.join(cols)}, computed_at) "
+        f"VALUES ({', '.join(':' + c for c in cols)}, clock_timestamp()) "
+        f"ON CONFLICT ({', '.join(pk)}) DO UPDATE SET {updates}, computed_at = clock_timestamp()")
+    conn.execute(sql, rows)
+    return len(rows)
+
+
+# --- minute rollups from raw ----------------------------------------------------------
+
+
+def roll_up_minutes(conn: Connection, kind_name: str, start: datetime, end: datetime,
+                    org_id: uuid.UUID | None = None) -> int:
+    """Recompute every 1-minute bucket in [start, end) (both floored to minutes) from raw
+    samples. Buckets whose raw samples are gone are deleted so reruns match the source."""
+    kind = KINDS[kind_name]
+    start, end = floor_time(start, MINUTE), floor_time(end, MINUTE)
+    if end <= start:
+        return 0
+    org_sql = " AND org_id = :org" if org_id is not None else ""
+    vals = ", ".join(f"({expr})::float8" for _, expr in kind.values)
+    result = conn.execute(text(
+        f"SELECT org_id, {', '.join(kind.keys)}, "
+        f"(floor(extract(epoch FROM time) / 60) * 60)::bigint AS m, "
+        f"({kind.failure_sql}) AS failed, {vals} "
+        f"FROM {kind.raw_table} WHERE time >= :s AND time < :e{org_sql}"),
+        {"s": start, "e": end, "org": org_id}).all()
+    nk = len(kind.keys)
+    written = 0
+    if result:
+        keys = [(r[0], *r[1 : 1 + nk], r[1 + nk]) for r in result]
+        groups, uniq = _group_index(keys)
+        n = len(uniq)
+        failed = np.fromiter((bool(r[2 + nk]) for r in result), dtype=bool, count=len(result))
+        sample_count = np.bincount(groups, minlength=n).astype(np.int64)
+        failure_count = np.bincount(groups, weights=failed, minlength=n).astype(np.int64)
+        stats = {}
+        for j, (prefix, _) in enumerate(kind.values):
+            v = np.fromiter((np.nan if r[3 + nk + j] is None else r[3 + nk + j] for r in result),
+                            dtype=np.float64, count=len(result))
+            stats[prefix] = stats_from_values(v, groups, n)
+        series = [(*k[:-1], datetime.fromtimestamp(k[-1], UTC)) for k in uniq]
+        written = _upsert(conn, kind, MINUTE, series, sample_count, failure_count, stats)
+    # Minutes in range that no longer have raw samples (e.g. a batch rolled back) lose rows
+    # computed earlier; rows newer than this pass are ours and are kept.
+    conn.execute(text(
+        f"DELETE FROM {kind.table} r WHERE bucket_s = 60 AND bucket_start >= :s "
+        f"AND bucket_start < :e{org_sql.replace('org_id', 'r.org_id')} "
+        f"AND computed_at < transaction_timestamp() AND NOT EXISTS (SELECT 1 FROM "
+        f"{kind.raw_table} x WHERE x.org_id = r.org_id AND "
+        + " AND ".join(f"x.{k} = r.{k}" for k in kind.keys)
+        + " AND x.time >= r.bucket_start AND x.time < r.bucket_start + interval '1 minute')"),
+        {"s": start, "e": end, "org": org_id})
+    return written
+
+
+# --- hour and day rollups from finer ones ---------------------------------------------
+
+
+def roll_up_coarse(conn: Connection, kind_name: str, bucket_s: int,
+                   buckets: Sequence[tuple[uuid.UUID, datetime]]) -> int:
+    """Recompute the given (org, bucket_start) buckets of size `bucket_s` (3600 or 86400)
+    from the next finer level (60 or 3600)."""
+    kind = KINDS[kind_name]
+    finer = MINUTE if bucket_s == HOUR else HOUR
+    written = 0
+    by_org: dict[uuid.UUID, list[datetime]] = {}
+    for org, b in buckets:
+        by_org.setdefault(org, []).append(floor_time(b, bucket_s))
+    for org, starts in by_org.items():
+        for b in sorted(set(starts)):
+            written += _roll_one_coarse(conn, kind, org, bucket_s, finer, b)
+    return written
+
+
+def _roll_one_coarse(conn: Connection, kind: RollupKind, org: uuid.UUID, bucket_s: int,
+                     finer: int, b: datetime) -> int:
+    e = b + timedelta(seconds=bucket_s)
+    stat_cols = []
+    for prefix, _ in kind.values:
+        stat_cols += [f"{prefix}_count", f"{prefix}_min", f"{prefix}_max", f"{prefix}_sum",
+                      f"{prefix}_sum_sq", f"{prefix}_sketch"]
+    rows = conn.execute(text(
+        f"SELECT {', '.join(kind.keys)}, sample_count, failure_count, {', '.join(stat_cols)} "
+        f"FROM {kind.table} WHERE org_id = :org AND bucket_s = :f AND bucket_start >= :b "
+        f"AND bucket_start < :e"), {"org": org, "f": finer, "b": b, "e": e}).all()
+    nk = len(kind.keys)
+    written = 0
+    if rows:
+        groups, uniq = _group_index([tuple(r[:nk]) for r in rows])
+        n = len(uniq)
+        sc = np.bincount(groups, weights=[r[nk] for r in rows], minlength=n).astype(np.int64)
+        fc = np.bincount(groups, weights=[r[nk + 1] for r in rows], minlength=n).astype(np.int64)
+        stats = {}
+        for j, (prefix, _) in enumerate(kind.values):
+            base = nk + 2 + 6 * j
+
+            def col(i: int, base: int = base) -> NDArray[np.float64]:
+                return np.array([np.nan if r[base + i] is None else r[base + i] for r in rows],
+                                dtype=np.float64)
+
+            stats[prefix] = merge_stat_rows(groups, n, col(0), col(1), col(2), col(3), col(4),
+                                            [bytes(r[base + 5]) for r in rows])
+        series = [(org, *k, b) for k in uniq]
+        written = _upsert(conn, kind, bucket_s, series, sc, fc, stats)
+    conn.execute(text(
+        f"DELETE FROM {kind.table} r WHERE org_id = :org AND bucket_s = :bs AND bucket_start = :b "
+        f"AND computed_at < transaction_timestamp() AND NOT EXISTS (SELECT 1 FROM {kind.table} x "
+        f"WHERE x.org_id = r.org_id AND x.bucket_s = :f AND "
+        + " AND ".join(f"x.{k} = r.{k}" for k in kind.keys)
+        + " AND x.bucket_start >= :b AND x.bucket_start < :e)"),
+        {"org": org, "bs": bucket_s, "b": b, "e": e, "f": finer})
+    return written
+
+
+def stale_coarse_buckets(conn: Connection, kind_name: str, bucket_s: int,
+                         since: datetime) -> tuple[list[tuple[uuid.UUID, datetime]], datetime | None]:
+    """(org, bucket) pairs at `bucket_s` whose finer rows were recomputed after `since`, and
+    the newest computed_at seen."""
+    kind = KINDS[kind_name]
+    finer = MINUTE if bucket_s == HOUR else HOUR
+    rows = conn.execute(text(
+        f"SELECT org_id, to_timestamp(floor(extract(epoch FROM bucket_start) / :bs) * :bs) AS b, "
+        f"max(computed_at) FROM {kind.table} WHERE bucket_s = :f AND computed_at > :since "
+        f"GROUP BY 1, 2"), {"bs": bucket_s, "f": finer, "since": since}).all()
+    newest = max((r[2] for r in rows), default=None)
+    return [(r[0], r[1]) for r in rows], newest
+
+
+# --- watermarks and late samples ------------------------------------------------------
+
+
+def _watermark(conn: Connection, key: str) -> datetime | None:
+    return conn.execute(text("SELECT rolled_until FROM rollup_watermarks WHERE kind = :k"),
+                        {"k": key}).scalar()
+
+
+def _set_watermark(conn: Connection, key: str, value: datetime) -> None:
+    conn.execute(text(
+        "INSERT INTO rollup_watermarks (kind, rolled_until, updated_at) VALUES (:k, :v, now()) "
+        "ON CONFLICT (kind) DO UPDATE SET rolled_until = EXCLUDED.rolled_until, updated_at = now()"),
+        {"k": key, "v": value})
+
+
+def mark_late_minutes(conn: Connection, kind_name: str, org_id: uuid.UUID,
+                      times: Sequence[datetime]) -> int:
+    """Mark the minutes of `times` that the minute pass already covered, so the next pass
+    re-rolls them. For ingest to call with the timestamps of an accepted batch."""
+    wm = _watermark(conn, f"{kind_name}:60")
+    if wm is None:
+        return 0
+    cutoff = wm - OVERLAP
+    minutes = sorted({floor_time(t, MINUTE) for t in times if t < cutoff})
+    if not minutes:
+        return 0
+    conn.execute(text(
+        "INSERT INTO rollup_dirty_minutes (kind, org_id, minute) VALUES (:k, :o, :m) "
+        "ON CONFLICT DO NOTHING"), [{"k": kind_name, "o": org_id, "m": m} for m in minutes])
+    return len(minutes)
+
+
+def sweep_late_minutes(conn: Connection, kind_name: str, lookback: timedelta) -> int:
+    """Mark rolled minutes whose raw sample count differs from what was rolled."""
+    kind = KINDS[kind_name]
+    wm = _watermark(conn, f"{kind_name}:60")
+    if wm is None:
+        return 0
+    since = floor_time(wm - lookback, MINUTE)
+    until = floor_time(wm - OVERLAP, MINUTE)
+    if until <= since:
+        return 0
+    return int(conn.execute(text(f"""
+        INSERT INTO rollup_dirty_minutes (kind, org_id, minute)
+        SELECT :k, raw.org_id, raw.m FROM (
+            SELECT org_id, date_trunc('minute', time) AS m, count(*) AS c FROM {kind.raw_table}
+            WHERE time >= :s AND time < :u GROUP BY 1, 2) raw
+        LEFT JOIN (
+            SELECT org_id, bucket_start AS m, sum(sample_count) AS c FROM {kind.table}
+            WHERE bucket_s = 60 AND bucket_start >= :s AND bucket_start < :u GROUP BY 1, 2) r
+        USING (org_id, m)
+        WHERE r.c IS DISTINCT FROM raw.c
+        ON CONFLICT DO NOTHING"""), {"k": kind_name, "s": since, "u": until}).rowcount or 0)
+
+
+def roll_up_dirty_minutes(conn: Connection, kind_name: str, limit: int = 500) -> int:
+    rows = conn.execute(text(
+        "SELECT org_id, minute, marked_at FROM rollup_dirty_minutes WHERE kind = :k "
+        "ORDER BY minute LIMIT :n"), {"k": kind_name, "n": limit}).all()
+    for org, minute, marked_at in rows:
+        roll_up_minutes(conn, kind_name, minute, minute + timedelta(minutes=1), org)
+        conn.execute(text(
+            "DELETE FROM rollup_dirty_minutes WHERE kind = :k AND org_id = :o AND minute = :m "
+            "AND marked_at <= :t"), {"k": kind_name, "o": org, "m": minute, "t": marked_at})
+    return len(rows)
+
+
+def roll_up_recent(conn: Connection, kind_name: str, now: datetime | None = None) -> dict[str, int]:
+    """One pass of the pipeline for a kind: new minutes (with overlap), marked late minutes,
+    then the hours and days whose finer rows changed. Safe to run concurrently with itself
+    only under the advisory lock taken here."""
+    now = now or datetime.now(UTC)
+    got = conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtext(:k))"),
+                       {"k": f"rollup:{kind_name}"}).scalar()
+    if not got:
+        return {"skipped": 1}
+    key = f"{kind_name}:60"
+    end = floor_time(now - SETTLE, MINUTE)
+    wm = _watermark(conn, key)
+    if wm is None:
+        first = conn.execute(text(
+            f"SELECT min(time) FROM {KINDS[kind_name].raw_table} WHERE time >= :s"),
+            {"s": now - timedelta(days=2)}).scalar()
+        wm = floor_time(first, MINUTE) if first is not None else end
+    start = max(wm - OVERLAP, end - timedelta(minutes=MAX_MINUTES_PER_PASS + 2))
+    # Catching up after downtime: bounded passes, the watermark advances as they finish.
+    stop = min(end, start + timedelta(minutes=MAX_MINUTES_PER_PASS))
+    minutes = roll_up_minutes(conn, kind_name, start, stop)
+    _set_watermark(conn, key, max(stop, wm))
+    dirty = roll_up_dirty_minutes(conn, kind_name)
+    out = {"minutes": minutes, "dirty": dirty}
+    for bucket_s in (HOUR, DAY):
+        k = f"{kind_name}:{bucket_s}"
+        since = _watermark(conn, k) or datetime(1970, 1, 1, tzinfo=UTC)
+        buckets, _ = stale_coarse_buckets(conn, kind_name, bucket_s, since)
+        out[str(bucket_s)] = roll_up_coarse(conn, kind_name, bucket_s, buckets)
+        # Finer rows commit at most a few minutes after their computed_at.
+        _set_watermark(conn, k, max(since, datetime.now(UTC) - COMPUTED_AT_SLACK))
+    return out
+
+
+def apply_rollup_retention(conn: Connection) -> dict[str, int]:
+    """Delete rollups older than each org's rollup retention (default 400 days)."""
+    out: dict[str, int] = {}
+    for kind in KINDS.values():
+        out[kind.table] = int(conn.execute(text(
+            f"DELETE FROM {kind.table} r USING orgs o WHERE r.org_id = o.id "
+            "AND r.bucket_start < now() - make_interval(days => o.rollup_retention_days)"))
+            .rowcount or 0)
+    return out
