@@ -28,3 +28,26 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "schedule": timedelta(days=1),
     },
 }
+
+# --- rollups (services/rollups.py, worker/tasks/rollups.py) ------------------------------
+BEAT_SCHEDULE.update({
+    # Minute buckets close every minute; running each minute keeps the newest rolled data
+    # about a minute and a half old (30 s settle + the pass) and each pass small.
+    "roll-up-recent-samples": {
+        "task": "stormwatch.roll_up_recent_samples",
+        "schedule": timedelta(minutes=1),
+        "options": {"expires": 60},
+    },
+    # Late samples nobody marked show up as raw counts that differ from rolled counts;
+    # counting 3 h of raw is a few seconds of database time, so every 10 minutes.
+    "sweep-late-samples": {
+        "task": "stormwatch.sweep_late_samples",
+        "schedule": timedelta(minutes=10),
+        "options": {"expires": 600},
+    },
+    # Rollups live 400 days by default (per org); a daily pass overshoots by under a day.
+    "apply-rollup-retention": {
+        "task": "stormwatch.apply_rollup_retention",
+        "schedule": timedelta(days=1),
+    },
+})
