@@ -143,8 +143,11 @@ class Stack:
             args = [str(binary), "run", "--api-url", api_url, "--name", name,
                     "--state-dir", str(state),
                     "--mesh-listen", f"127.0.0.1:{self.state[port_key]}",
+                    "--mesh-advertise", f"127.0.0.1:{self.state[port_key]}",
+                    "--metadata-detect", "false",
                     "--metrics-listen", f"127.0.0.1:{self.state[f'agent_metrics_port_{i}']}",
-                    "--provider", "local", "--region", "loopback", "--zone", f"loopback-{'abc'[i % 3]}"]
+                    "--provider", "local", "--region", "loopback",
+                    "--zone", f"loopback-{'abc'[i % 3]}"]
             self._spawn(f"agent-{name}", args, env)
 
     def check(self) -> str | None:
@@ -224,7 +227,7 @@ def main() -> int:
                 f"  Log in as {info['email']} / {info['password']}\n"
                 f"  API docs: {info['url']}/docs   health: {info['url']}/api/v1/health\n"
                 f"  Agent enrollment token: {info['enrollment_token']}\n"
-                f"  Data and logs: {data_dir}\n  Ctrl-C stops everything.\n", flush=True)
+                f"  Data and logs: {data_dir.resolve()}\n  Ctrl-C stops everything.\n", flush=True)
         else:
             print(json.dumps(info), flush=True)
         while not stop.wait(1.0):
