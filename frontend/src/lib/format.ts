@@ -70,6 +70,14 @@ export function formatBitsPerS(bytesPerS: number | null | undefined): string {
   return `${trim(v, v < 10 ? 2 : v < 100 ? 1 : 0)} ${units[i]}`;
 }
 
+/** Nanoseconds per bit for axes: integers with separators, decimals below 10. */
+export function formatNsPerBit(ns: number | null | undefined): string {
+  if (ns === null || ns === undefined || !Number.isFinite(ns)) return "–";
+  const abs = Math.abs(ns);
+  if (abs >= 10) return Math.round(ns).toLocaleString("en-US");
+  return trim(ns, abs >= 1 ? 1 : 3);
+}
+
 /** Plain ratio such as CoV or p99.99/mean. */
 export function formatRatio(x: number | null | undefined): string {
   if (x === null || x === undefined || !Number.isFinite(x)) return "–";

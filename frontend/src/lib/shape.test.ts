@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { rampColor, scalePosition } from "./color";
 import { buildGrid } from "./heatmap";
-import { boxRows, ecdf, histRows, interpolatePx, niceStep, pivot, tailOfCdf, timelineRows } from "./shape";
+import { boxRows, ecdf, histRows, interpolatePx, logTicks, niceStep, pivot, tailOfCdf, timelineRows } from "./shape";
 import { failureRates, sizeTable, variantCompare } from "./storage";
 import { resolveRange, windowSecondsFor } from "./timeRange";
 import { readCookie } from "../api/http";
@@ -62,6 +62,11 @@ describe("distributions", () => {
   it("places values between pixels on a log scale", () => {
     expect(interpolatePx(10, 1, 100, 200, 0, true)).toBeCloseTo(100);
     expect(interpolatePx(50, 0, 100, 200, 0, false)).toBeCloseTo(100);
+  });
+  it("puts log ticks at 1-2-5 of each decade", () => {
+    expect(logTicks(30, 900)).toEqual([50, 100, 200, 500]);
+    expect(logTicks(30, 1200)).toEqual([30, 100, 300, 1000]);
+    expect(logTicks(1, 1e6)).toEqual([1, 10, 100, 1000, 10000, 100000, 1000000]);
   });
   it("pivots long rows into one row per x", () => {
     const p = pivot(

@@ -118,3 +118,34 @@ export function pivot<T>(rows: T[], x: (r: T) => number | string, series: (r: T)
 
 /** Topology classes in the order of seed 003 Fig. 3, nearest first. */
 export const TOPOLOGY_ORDER = ["self", "same_subnet", "cross_subnet", "cross_az", "cross_region", "cross_provider"];
+
+/** Ticks at 1, 2 and 5 of each decade between lo and hi (for log axes); fewer when the span is wide. */
+export function logTicks(lo: number, hi: number): number[] {
+  if (!(lo > 0) || !(hi > lo)) return lo > 0 ? [lo] : [];
+  const decades = Math.log10(hi) - Math.log10(lo);
+  const mults = decades > 4 ? [1] : decades > 1.5 ? [1, 3] : [1, 2, 5];
+  const out: number[] = [];
+  for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) {
+    for (const m of mults) {
+      const v = m * Math.pow(10, e);
+      if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v);
+    }
+  }
+  return out.length >= 2 ? out : [lo, hi];
+}
+
+/** Positive finite values of some columns of rows (for log-axis domains). */
+export function positiveExtent(rows: Record<string, unknown>[], keys: string[]): [number, number] | null {
+  let lo = Infinity;
+  let hi = -Infinity;
+  for (const r of rows) {
+    for (const k of keys) {
+      const v = r[k];
+      if (typeof v === "number" && v > 0 && Number.isFinite(v)) {
+        if (v < lo) lo = v;
+        if (v > hi) hi = v;
+      }
+    }
+  }
+  return lo <= hi ? [lo, hi] : null;
+}

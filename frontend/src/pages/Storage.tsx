@@ -4,7 +4,7 @@ import { CdfChart } from "../components/pair/CdfChart";
 import { LinesChart } from "../components/common/LinesChart";
 import { Async, Card } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
-import { axisUs, formatBitsPerS, formatBytes, formatCount, formatPercent, formatUs } from "../lib/format";
+import { axisUs, formatBitsPerS, formatNsPerBit, formatBytes, formatCount, formatPercent, formatUs } from "../lib/format";
 import { useParams } from "../lib/router";
 import { pivot } from "../lib/shape";
 import { failureRates, sizeCurves, sizeTable, variantCompare } from "../lib/storage";
@@ -111,10 +111,10 @@ export default function Storage() {
                   return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xFormat={(v) => formatBytes(v)} yFormat={axisUs} />;
                 })()}
               </Card>
-              <Card title="Latency per bit" note="RTT-adjusted median / bits (seed 000 Figs. 3–4)">
+              <Card title="Latency per bit" note="ns per bit: RTT-adjusted median / object bits (seed 000 Figs. 3–4)">
                 {(() => {
                   const c = sizeCurves(rows, op, "plain", (r) => (r.per_bit_us === null ? null : r.per_bit_us * 1000));
-                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xFormat={(v) => formatBytes(v)} yFormat={(v) => `${v.toPrecision(2)} ns/bit`} />;
+                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xFormat={(v) => formatBytes(v)} yFormat={formatNsPerBit} />;
                 })()}
               </Card>
             </div>
@@ -198,7 +198,7 @@ export default function Storage() {
           <Async state={repl} isEmpty={(d) => d.length === 0} empty="No replication variant measured.">
             {(rows) => {
               const p = pivot(rows, (r) => r.x, (r) => r.series, (r) => r.y);
-              return <LinesChart rows={p.rows} series={p.series} dots xFormat={(v) => `${v} copies`} yFormat={axisUs} />;
+              return <LinesChart rows={p.rows} series={p.series} dots xInteger xFormat={(v) => `${v} copies`} yFormat={axisUs} />;
             }}
           </Async>
         </Card>
@@ -212,7 +212,7 @@ export default function Storage() {
         <Async state={conc} isEmpty={(d) => d.length === 0} empty="No concurrency runs measured.">
           {(rows) => {
             const p = pivot(rows, (r) => r.x, (r) => r.series, (r) => r.y);
-            return <LinesChart rows={p.rows} series={p.series} dots xLog xFormat={(v) => String(v)} yFormat={formatBitsPerS} />;
+            return <LinesChart rows={p.rows} series={p.series} dots xLog xInteger xFormat={(v) => String(v)} yFormat={(v) => formatBitsPerS(v).replace(" ", "").replace("bit/s", "b/s")} yWidth={76} />;
           }}
         </Async>
       </Card>

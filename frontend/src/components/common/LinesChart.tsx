@@ -1,4 +1,5 @@
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
+import { logTicks, positiveExtent } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 
 /** Several series over a shared x (time or a numeric size), thin over Recharts. */
@@ -13,6 +14,8 @@ export function LinesChart({
   height = 280,
   step = false,
   dots = false,
+  xInteger = false,
+  yWidth = 64,
 }: {
   rows: Record<string, number | string | null>[];
   series: string[];
@@ -24,14 +27,35 @@ export function LinesChart({
   height?: number;
   step?: boolean;
   dots?: boolean;
+  xInteger?: boolean;
+  yWidth?: number;
 }) {
   const { palette } = useTheme();
+  const xExt = xLog ? positiveExtent(rows, ["x"]) : null;
+  const yExt = yLog ? positiveExtent(rows, series) : null;
   return (
     <ResponsiveContainer width="100%" height={height}>
       <LineChart data={rows} margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
         <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
-        <XAxis dataKey="x" type="number" scale={xLog ? "log" : xTime ? "time" : "linear"} domain={["dataMin", "dataMax"]} tickFormatter={xFormat} stroke={palette.muted} />
-        <YAxis scale={yLog ? "log" : "linear"} domain={yLog ? ["auto", "auto"] : [0, "auto"]} tickFormatter={yFormat} stroke={palette.muted} width={64} />
+        <XAxis
+          dataKey="x"
+          type="number"
+          scale={xLog ? "log" : xTime ? "time" : "linear"}
+          domain={xExt ?? ["dataMin", "dataMax"]}
+          ticks={xExt ? logTicks(xExt[0], xExt[1]) : undefined}
+          allowDecimals={!xInteger}
+          tickFormatter={xFormat}
+          stroke={palette.muted}
+        />
+        <YAxis
+          scale={yLog ? "log" : "linear"}
+          domain={yExt ?? [0, "auto"]}
+          ticks={yExt ? logTicks(yExt[0], yExt[1]) : undefined}
+          allowDataOverflow={Boolean(yExt)}
+          tickFormatter={yFormat}
+          stroke={palette.muted}
+          width={yWidth}
+        />
         <Tooltip
           contentStyle={{ background: palette.panel, borderColor: palette.grid }}
           labelFormatter={(v) => xFormat(Number(v))}

@@ -1,6 +1,7 @@
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { CdfPoint } from "../../api/models";
 import { axisUs, formatUs } from "../../lib/format";
+import { logTicks } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
 
@@ -19,13 +20,14 @@ export function CdfChart({ series, tail, height = 280 }: { series: CdfSeries[]; 
     <ResponsiveContainer width="100%" height={height}>
       <LineChart margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
         <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
-        <XAxis dataKey="x_us" type="number" scale="log" domain={[lo, hi]} allowDataOverflow tickFormatter={axisUs} stroke={palette.muted} />
+        <XAxis dataKey="x_us" type="number" scale="log" domain={[lo, hi]} ticks={logTicks(lo, hi)} allowDataOverflow tickFormatter={axisUs} stroke={palette.muted} />
         <YAxis
           dataKey="p"
           type="number"
           domain={tail ? [0.95, 1] : [0, 1]}
           allowDataOverflow
-          tickFormatter={(v: number) => (tail ? v.toFixed(3) : v.toFixed(1))}
+          ticks={tail ? [0.95, 0.96, 0.97, 0.98, 0.99, 1] : [0, 0.25, 0.5, 0.75, 1]}
+          tickFormatter={(v: number) => (tail ? v.toFixed(2) : v.toFixed(2))}
           stroke={palette.muted}
           width={52}
         />

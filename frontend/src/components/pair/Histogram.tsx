@@ -13,7 +13,7 @@ export function Histogram({ bins, logCounts }: { bins: HistBin[]; logCounts: boo
     <ResponsiveContainer width="100%" height={260}>
       <BarChart data={rows} margin={{ top: 8, right: 12, bottom: 4, left: 8 }} barCategoryGap={0}>
         <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
-        <XAxis dataKey="mid_us" tickFormatter={axisUs} stroke={palette.muted} />
+        <XAxis dataKey="mid_us" tickFormatter={axisUs} stroke={palette.muted} minTickGap={24} />
         <YAxis scale={logCounts ? "log" : "linear"} domain={logCounts ? [0.8, "auto"] : [0, "auto"]} allowDataOverflow tickFormatter={(v: number) => formatCount(v)} stroke={palette.muted} width={56} />
         <Tooltip
           content={({ active, payload }) => {
