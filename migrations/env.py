@@ -4,7 +4,6 @@ from logging.config import fileConfig
 
 from alembic import context
 from sqlalchemy import create_engine
-
 from stormwatch.core.config import get_settings
 from stormwatch.models import Base
 

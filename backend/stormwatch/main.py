@@ -106,6 +106,7 @@ def create_app() -> FastAPI:
 
 def _mount_ui(app: FastAPI, dist: Path) -> None:
     index = dist / "index.html"
+    dist_root = dist.resolve()
     if (dist / "assets").is_dir():
         app.mount("/assets", StaticFiles(directory=dist / "assets"), name="assets")
 
@@ -113,8 +114,8 @@ def _mount_ui(app: FastAPI, dist: Path) -> None:
     async def spa(path: str) -> FileResponse | PlainTextResponse | JSONResponse:
         if path.startswith("api/"):
             return JSONResponse({"detail": "Not Found"}, status_code=404)
-        candidate = (dist / path).resolve()
-        if path and candidate.is_file() and dist.resolve() in candidate.parents:
+        candidate = (dist / path).resolve()  # noqa: ASYNC240 - a stat, not I/O worth a thread
+        if path and candidate.is_file() and dist_root in candidate.parents:
             return FileResponse(candidate)
         if index.is_file():
             return FileResponse(index)

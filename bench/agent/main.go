@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -31,6 +32,8 @@ import (
 	"stormwatch/agents/fakeapi"
 )
 
+var cpuProfile string
+
 const enrollToken = "swe_benchbenchbenchbenchbenchbench00"
 
 func main() {
@@ -42,6 +45,7 @@ func main() {
 	duration := flag.Duration("duration", 60*time.Second, "measurement window of the mesh phase")
 	pairDuration := flag.Duration("pair-duration", 30*time.Second, "measurement window of the pair phase")
 	sockperf := flag.String("sockperf", "sockperf", "sockperf binary")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the first mesh agent, taken during the window, to this file")
 	flag.Parse()
 	if err := run(*bin, *agentsDir, *n, *rate, *payload, *duration, *pairDuration, *sockperf); err != nil {
 		fmt.Fprintln(os.Stderr, "agent-bench:", err)
@@ -94,6 +98,9 @@ func startFleet(bin string, n int, rate float64, payload int, tag string) (*flee
 			"STORMWATCH_MESH_LISTEN=127.0.0.1:0", "STORMWATCH_METRICS_LISTEN=127.0.0.1:0",
 			"STORMWATCH_METADATA_DETECT=false", "STORMWATCH_PROVIDER=local", "STORMWATCH_REGION=loopback",
 			"STORMWATCH_ZONE=loopback-a", "STORMWATCH_LOG_LEVEL=warn")
+		if i == 0 && cpuProfile != "" && tag == "mesh" {
+			cmd.Env = append(cmd.Env, "STORMWATCH_METRICS_PPROF=true", "STORMWATCH_METRICS_LISTEN="+profileAddr)
+		}
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
 			return nil, err
@@ -237,6 +244,9 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 		}
 	}
 	fa.collect.Store(true)
+	if cpuProfile != "" {
+		go saveProfile(duration)
+	}
 	time.Sleep(duration)
 	elapsed := time.Since(t0).Seconds()
 	var cpus []float64
@@ -350,4 +360,31 @@ func runSockperf(bin string, payload int, rate float64, d time.Duration) (float6
 		}
 	}
 	return 0, fmt.Errorf("sockperf ping-pong: %v\n%s", err, out)
+}
+
+var profileAddr = func() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}()
+
+// saveProfile fetches a CPU profile of the first agent covering most of the window.
+func saveProfile(window time.Duration) {
+	secs := max(1, int(window.Seconds())-2)
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", profileAddr, secs))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(cpuProfile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "profile:", err)
+		return
+	}
+	defer f.Close()
+	_, _ = io.Copy(f, resp.Body)
 }

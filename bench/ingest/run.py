@@ -29,15 +29,20 @@ import orjson
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "backend"))
 
-from stormwatch.devtools.bootstrap import create_org_sync  # noqa: E402
-from stormwatch.devtools.services import (  # noqa: E402
+from stormwatch.devtools.bootstrap import create_org_sync
+from stormwatch.devtools.services import (
     PostgresServer,
     RedisServer,
     free_port,
     run_migrations,
     wait_for_port,
 )
-from stormwatch.services.ingest import MESH_COLUMNS, make_limits, mesh_records, parse_batch  # noqa: E402
+from stormwatch.services.ingest import (
+    MESH_COLUMNS,
+    make_limits,
+    mesh_records,
+    parse_batch,
+)
 
 
 def make_batch(agent_id: str, peers: list[str], rounds: int, start_us: int) -> dict:

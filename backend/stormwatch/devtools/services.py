@@ -12,6 +12,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -196,7 +197,7 @@ def run_migrations(database_url: str) -> None:
     repo = Path(__file__).resolve().parents[3]
     env = {**os.environ, "DATABASE_URL": database_url}
     subprocess.run(
-        [str(Path(os.sys.executable)), "-m", "alembic", "-c", str(repo / "migrations" / "alembic.ini"),
+        [sys.executable, "-m", "alembic", "-c", str(repo / "migrations" / "alembic.ini"),
          "upgrade", "heads"],
         check=True, env=env, cwd=repo,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import secrets
@@ -92,7 +93,8 @@ class Stack:
         run_migrations(database_url)
         demo = self.state.get("demo")
         if demo is None or not asyncio.run(org_exists(database_url, demo["org_id"])):
-            creds = asyncio.run(create_org_with_admin(database_url, "Demo", "admin@stormwatch.local"))
+            creds = asyncio.run(
+                create_org_with_admin(database_url, "Demo", "admin@stormwatch.local"))
             demo = creds.as_dict()
             self.state["demo"] = demo
             self._save_state()
@@ -159,20 +161,15 @@ class Stack:
     def stop(self) -> None:
         for _name, proc in reversed(self.procs):
             if proc.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         deadline = time.monotonic() + 15
         for _name, proc in reversed(self.procs):
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-            try:  # anything left in the group, including grandchildren
+            # Anything left in the group, including grandchildren.
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait()
         self.procs.clear()
         if self.redis:

@@ -152,7 +152,8 @@ class _Section:
         except (TypeError, ValueError):
             for i, v in enumerate(values):
                 if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
-                    raise BatchError([self.name, col, i], "must be a number", "number_type")
+                    raise BatchError([self.name, col, i], "must be a number",
+                                     "number_type") from None
             raise BatchError([self.name, col], "must be an array of numbers") from None
         if arr.ndim != 1:
             raise BatchError([self.name, col], "must be a flat array of numbers")
@@ -313,7 +314,7 @@ def parse_batch(body: Any, limits: Limits) -> ParsedBatch:
         status = s.statuses()
         lat = s.latency("latency_us", status, limits)
         ttfb = s.numbers("ttfb_us", nullable=True, lo=0, hi=limits.max_rtt_us)
-        rtt = s.numbers("rtt_us", nullable=True, lo=0, hi=limits.max_rtt_us)
+        endpoint_rtt = s.numbers("rtt_us", nullable=True, lo=0, hi=limits.max_rtt_us)
         bps = s.numbers("bytes_per_s", integer=False, nullable=True, lo=0, hi=1e13)
         err = s.strings("error_class", ERROR_CLASSES, nullable=True)
         for i, (st, e) in enumerate(zip(status.tolist(), err, strict=True)):
@@ -323,7 +324,7 @@ def parse_batch(body: Any, limits: Limits) -> ParsedBatch:
         batch.storage = {"n": s.n or 0, "time_us": t, "targets": targets, "target_idx": tidx,
                          "op": op, "variant": variant, "content": content, "size_bytes": size,
                          "stored_bytes": stored, "copies": copies, "concurrency": conc,
-                         "attempt": attempt, "latency_us": lat, "ttfb_us": ttfb, "rtt_us": rtt,
+                         "attempt": attempt, "latency_us": lat, "ttfb_us": ttfb, "rtt_us": endpoint_rtt,
                          "bytes_per_s": bps, "status": status, "error_class": err}
         batch.referenced_targets.update(targets)
 
