@@ -160,7 +160,7 @@ export default function Pair() {
         </Card>
         <Card
           title="CDF"
-          note={tail ? "tail: top 5%" : "log latency axis"}
+          note={tail ? "slowest 5%: P(RTT > x), log–log" : "log latency axis"}
           actions={
             <button type="button" aria-pressed={tail} onClick={() => set({ tail: tail ? null : "1" }, true)}>
               Tail zoom (top 5%)
