@@ -11,6 +11,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"os"
 	"strconv"
@@ -185,7 +186,15 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 		if err != nil {
 			return fmt.Errorf("metrics listen %s: %w", cfg.Metrics.Listen, err)
 		}
-		metricsSrv = &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+		h := m.Handler()
+		if cfg.Metrics.PProf {
+			mux := http.NewServeMux()
+			mux.Handle("/", h)
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			h = mux
+		}
+		metricsSrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = metricsSrv.Serve(ln) }()
 		log.Info("metrics listening", "address", ln.Addr().String())
 	}

@@ -61,6 +61,7 @@ func (m Metadata) DetectEnabled() bool { return m.Detect == nil || *m.Detect }
 // Metrics is the local Prometheus endpoint; empty Listen disables it.
 type Metrics struct {
 	Listen string `yaml:"listen"`
+	PProf  bool   `yaml:"pprof"` // also serve /debug/pprof/ there, for profiling the agent
 }
 
 // Spool is the bounded on-disk queue used while the API is unreachable.
@@ -175,6 +176,11 @@ var options = []option{
 	{"mesh-listen", "mesh echo listen address", str(func(c *Config) *string { return &c.Mesh.Listen })},
 	{"mesh-advertise", "mesh address peers dial (host:port)", str(func(c *Config) *string { return &c.Mesh.Advertise })},
 	{"metrics-listen", "Prometheus /metrics listen address (empty: off)", str(func(c *Config) *string { return &c.Metrics.Listen })},
+	{"metrics-pprof", "serve /debug/pprof/ on the metrics listener (true/false)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		c.Metrics.PProf = b
+		return err
+	}},
 	{"spool-dir", "spool directory (default: <state-dir>/spool)", str(func(c *Config) *string { return &c.Spool.Dir })},
 	{"spool-max-bytes", "spool size bound in bytes", func(c *Config, v string) error {
 		n, err := strconv.ParseInt(v, 10, 64)
