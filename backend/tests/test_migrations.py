@@ -34,3 +34,25 @@ def test_partitions_are_created_ahead_and_old_ones_dropped(db):
         today = datetime.now(UTC).strftime("%Y%m%d")
         assert c.execute(text("SELECT to_regclass(:n)"),
                          {"n": f"mesh_samples_p{today}"}).scalar() is not None
+
+
+def test_migrating_a_fresh_database_logs_the_storage_choice(services):
+    import os
+    import subprocess
+    import sys
+    import uuid as uuidlib
+    from pathlib import Path
+
+    import psycopg
+
+    name = f"fresh_{uuidlib.uuid4().hex[:8]}"
+    with psycopg.connect(f"host=127.0.0.1 port={services.pg.port} user=stormwatch "
+                         "dbname=postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = services.database_url.rsplit("/", 1)[0] + f"/{name}"
+    repo = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-m", "alembic", "-c", str(repo / "migrations" / "alembic.ini"),
+         "upgrade", "heads"], env={**os.environ, "DATABASE_URL": url}, cwd=repo,
+        capture_output=True, text=True, check=True)
+    assert "native PostgreSQL daily partitions (TimescaleDB not available)" in out.stderr
