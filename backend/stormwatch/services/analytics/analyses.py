@@ -1,0 +1,449 @@
+"""The analyses of the seeds on top of `queries`: summaries, windowed series, histograms,
+box plots, heatmaps, quorum vs node-to-node, storage comparisons, level shifts, cycles,
+asymmetry, detours, Welch's t-test and CV_RMSE. Return plain JSON-able dicts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import uuid
+from collections.abc import Hashable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from stormwatch.services.analytics.changepoints import cyclical_pattern, level_shifts
+from stormwatch.services.analytics.queries import (
+    KIND_SPECS,
+    Filters,
+    Fleet,
+    QueryError,
+    group_fn,
+    load_fleet,
+    load_grouped,
+    target_providers,
+)
+from stormwatch.services.analytics.sketches import grouped_quantiles
+from stormwatch.services.analytics.stats import (
+    Distribution,
+    cv_rmse,
+    pct_label,
+    welch_t_test,
+)
+
+MAX_WINDOWS = 20_000
+
+
+def _label(g: Hashable) -> Any:
+    if isinstance(g, tuple):
+        return [_label(x) for x in g]
+    if isinstance(g, uuid.UUID):
+        return str(g)
+    return g
+
+
+async def _grouping(session: AsyncSession, org_id: uuid.UUID, kind: str, group_by: str,
+                    fleet: Fleet):
+    tp = await target_providers(session, org_id) if kind == "storage" else None
+    return group_fn(kind, group_by, fleet, tp)
+
+
+async def summary(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                  group_by: str = "all", percentiles: Sequence[float] | None = None) -> dict[str, Any]:
+    fleet = await load_fleet(session, org_id)
+    g = await load_grouped(session, org_id, kind, f, await _grouping(session, org_id, kind,
+                                                                     group_by, fleet), fleet)
+    kw = {} if percentiles is None else {"percentiles": percentiles}
+    groups = [{"group": _label(k), **d.summary(**kw)} for k, d in sorted(
+        g.groups.items(), key=lambda kv: str(kv[0]))]
+    return {"source": g.source.as_dict(), "kind": kind, "group_by": group_by, "groups": groups}
+
+
+def _check_window(f: Filters, window_s: int) -> None:
+    if window_s <= 0:
+        raise QueryError("window_s", "window_s must be positive")
+    if (f.end - f.start).total_seconds() / window_s > MAX_WINDOWS:
+        raise QueryError("window_s", f"more than {MAX_WINDOWS} windows: widen window_s")
+
+
+async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                 window_s: int, percentiles: Sequence[float], group_by: str = "all"
+                 ) -> dict[str, Any]:
+    """Windowed statistics; percentiles of each window come from its samples or sketch."""
+    _check_window(f, window_s)
+    fleet = await load_fleet(session, org_id)
+    grouping = await _grouping(session, org_id, kind, group_by, fleet)
+    g = await load_grouped(session, org_id, kind, f, grouping, fleet, window_s=window_s)
+    by_group: dict[Any, list[dict[str, Any]]] = {}
+    qs = [p / 100 for p in percentiles]
+    labels = [pct_label(p) for p in percentiles]
+    for (grp, w), d in sorted(g.groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+        m = d.moments
+        row: dict[str, Any] = {"start": datetime.fromtimestamp(w, UTC), "samples": m.samples,
+                               "count": m.count, "loss_rate": m.failure_rate, "mean": m.mean,
+                               "std": m.std, "min": m.minimum if m.count else None,
+                               "max": m.maximum if m.count else None}
+        row.update(zip(labels, d.quantiles(qs), strict=True))
+        by_group.setdefault(_label(grp), []).append(row)
+    return {"source": g.source.as_dict(), "kind": kind, "window_s": window_s,
+            "percentiles": labels,
+            "groups": [{"group": k, "windows": v} for k, v in by_group.items()]}
+
+
+async def distribution(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                       bucket_width: float, tail_fraction: float | None) -> dict[str, Any]:
+    g = await load_grouped(session, org_id, kind, f, lambda k: "all")
+    d = g.groups.get("all") or Distribution.exact([])
+    try:
+        hist = d.histogram(bucket_width)
+    except ValueError as exc:
+        raise QueryError("bucket_width", str(exc)) from exc
+    return {"source": g.source.as_dict(), "kind": kind, "count": d.count,
+            "bucket_width": bucket_width, "histogram": hist, "cdf": d.cdf(),
+            "tail_fraction": tail_fraction,
+            "tail_cdf": d.cdf(tail_fraction) if tail_fraction else None}
+
+
+async def boxplots(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                   group_by: str) -> dict[str, Any]:
+    fleet = await load_fleet(session, org_id)
+    g = await load_grouped(session, org_id, kind, f, await _grouping(session, org_id, kind,
+                                                                     group_by, fleet), fleet)
+    return {"source": g.source.as_dict(), "kind": kind, "group_by": group_by,
+            "boxes": [{"group": _label(k), **d.box()} for k, d in
+                      sorted(g.groups.items(), key=lambda kv: str(kv[0]))]}
+
+
+HEATMAP_STATS = ("count", "loss_rate", "mean", "std", "cov", "min", "max")
+
+
+def _stat_value(d: Distribution, stat: str) -> float | None:
+    m = d.moments
+    if stat == "count":
+        return float(m.count)
+    if stat == "loss_rate":
+        return m.failure_rate
+    if stat == "mean":
+        return m.mean
+    if stat == "std":
+        return m.std
+    if stat == "cov":
+        return (m.std / m.mean) if (m.mean and m.std is not None) else None
+    if stat == "min":
+        return m.minimum if m.count else None
+    if stat == "max":
+        return m.maximum if m.count else None
+    p = _parse_pct_stat(stat)
+    return d.quantiles([p / 100])[0]
+
+
+def _parse_pct_stat(stat: str) -> float:
+    try:
+        p = float(stat.lstrip("pP").replace("_", "."))
+    except ValueError:
+        raise QueryError("stat", f"stat must be one of {', '.join(HEATMAP_STATS)} or a "
+                         "percentile such as p50, p99, p99.99") from None
+    if not stat.lower().startswith("p") or not 0 <= p <= 100:
+        raise QueryError("stat", "percentile stats look like p50, p99.9")
+    return p
+
+
+async def heatmap(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters, level: str,
+                  stat: str) -> dict[str, Any]:
+    """A statistic for every (src, dst) at node, zone or region level."""
+    spec = KIND_SPECS[kind]
+    if not spec.pair:
+        raise QueryError("kind", "heatmaps are for pair series (mesh, throughput)")
+    if level not in ("node", "zone", "region", "provider"):
+        raise QueryError("level", "level must be node, zone, region or provider")
+    if stat not in HEATMAP_STATS:
+        _parse_pct_stat(stat)
+    fleet = await load_fleet(session, org_id)
+    g = await load_grouped(session, org_id, kind, f,
+                           lambda k: (fleet.level_of(k[0], level), fleet.level_of(k[1], level)),
+                           fleet)
+    keys = sorted(g.groups, key=str)
+    if stat.startswith("p") and keys and all(not g.groups[k].is_exact for k in keys):
+        # Every cell's quantile in one vectorised pass over the merged sketches.
+        sk = [g.groups[k].sketch for k in keys]
+        lo = min(s.offset for s in sk if s is not None)
+        width = max((s.offset + s.counts.size for s in sk if s is not None), default=lo) - lo
+        mat = np.zeros((len(keys), max(width, 1)))
+        zero = np.zeros(len(keys))
+        for i, s in enumerate(sk):
+            if s is not None and s.counts.size:
+                mat[i, s.offset - lo : s.offset - lo + s.counts.size] = s.counts
+                zero[i] = s.zero_count
+        q = grouped_quantiles(lo, mat, zero, [_parse_pct_stat(stat) / 100])[:, 0]
+        values: list[float | None] = []
+        for i, k in enumerate(keys):
+            m = g.groups[k].moments
+            values.append(None if not math.isfinite(q[i]) else
+                          float(min(max(q[i], m.minimum), m.maximum)))
+    else:
+        values = [_stat_value(g.groups[k], stat) for k in keys]
+    rows = sorted({k[0] for k in keys})
+    cols = sorted({k[1] for k in keys})
+    cells = [{"src": k[0], "dst": k[1], "value": v, "count": g.groups[k].moments.count,
+              "samples": g.groups[k].moments.samples} for k, v in zip(keys, values, strict=True)]
+    return {"source": g.source.as_dict(), "kind": kind, "level": level, "stat": stat,
+            "rows": rows, "columns": cols, "cells": cells}
+
+
+async def quorum_vs_pairs(session: AsyncSession, org_id: uuid.UUID, f: Filters,
+                          members: list[uuid.UUID] | None) -> dict[str, Any]:
+    """Seed 003 §4.3.5 / Fig. 12: quorum latency (Qk/n) beside node-to-node (NQ) RTT from
+    the same senders."""
+    fleet = await load_fleet(session, org_id)
+    q = await load_grouped(session, org_id, "quorum", f,
+                           lambda k: (str(k[0]), k[1], f"Q{k[2]}/{k[3]}"), fleet)
+    out = []
+    senders = sorted({uuid.UUID(k[0]) for k in q.groups})
+    nq_filters = Filters(**{**f.__dict__, "extra": {}, "src": senders or f.src,
+                            "dst": members if members else f.dst})
+    nq = await load_grouped(session, org_id, "mesh", nq_filters,
+                            lambda k: str(k[0]) if k[0] != k[1] else None, fleet)
+    for k, d in sorted(q.groups.items(), key=lambda kv: str(kv[0])):
+        out.append({"agent_id": k[0], "group_name": k[1], "quorum": k[2], **d.summary(),
+                    "box": d.box()})
+    pairs = [{"agent_id": k, "quorum": "NQ", **d.summary(), "box": d.box()}
+             for k, d in sorted(nq.groups.items())]
+    return {"source": q.source.as_dict(), "quorums": out, "node_to_node": pairs}
+
+
+async def storage_comparison(session: AsyncSession, org_id: uuid.UUID, f: Filters,
+                             by: str = "provider") -> dict[str, Any]:
+    """Seed 000 Tables 1-2, Figs. 2 and 4: medians by provider (or target) x op x size,
+    raw and RTT-adjusted, failure rates and median latency per bit."""
+    if by not in ("provider", "target"):
+        raise QueryError("by", "by must be provider or target")
+    fleet = await load_fleet(session, org_id)
+    grouping = await _grouping(session, org_id, "storage",
+                               "provider_op_size" if by == "provider" else "target_op_size", fleet)
+    raw = await load_grouped(session, org_id, "storage", f, grouping, fleet)
+    adj = await load_grouped(session, org_id, "storage", Filters(**{**f.__dict__, "adjusted": True}),
+                             grouping, fleet)
+    rows = []
+    for k in sorted(raw.groups, key=str):
+        d = raw.groups[k]
+        a = adj.groups.get(k)
+        med = d.quantiles([0.5])[0]
+        amed = a.quantiles([0.5])[0] if a is not None else None
+        size = int(k[2])
+        bits = size * 8
+        rows.append({
+            by: _label(k[0]), "op": k[1], "size_bytes": size, "samples": d.moments.samples,
+            "failures": d.moments.failures, "failure_rate": d.moments.failure_rate,
+            "median_latency_ms": None if med is None else med / 1000,
+            "median_adj_latency_ms": None if amed is None else amed / 1000,
+            "p90_latency_ms": (lambda x: None if x is None else x / 1000)(d.quantiles([0.9])[0]),
+            "median_latency_per_bit_ns": None if med is None or not bits else med * 1000 / bits,
+            "median_adj_latency_per_bit_ns": None if amed is None or not bits else amed * 1000 / bits,
+        })
+    return {"source": raw.source.as_dict(), "by": by, "rows": rows}
+
+
+async def storage_daily_medians(session: AsyncSession, org_id: uuid.UUID, f: Filters,
+                                by: str = "provider") -> dict[str, Any]:
+    """Seed 000 §5.2 / Figs. 5-6: the median of each UTC day, per provider x op x size."""
+    fleet = await load_fleet(session, org_id)
+    grouping = await _grouping(session, org_id, "storage",
+                               "provider_op_size" if by == "provider" else "target_op_size", fleet)
+    out: dict[Any, list[dict[str, Any]]] = {}
+    src = None
+    for adjusted in (False, True):
+        g = await load_grouped(session, org_id, "storage",
+                               Filters(**{**f.__dict__, "adjusted": adjusted}), grouping, fleet,
+                               window_s=86400)
+        src = g.source
+        for (k, day), d in g.groups.items():
+            key = (str(k[0]), k[1], int(k[2]))
+            rows = out.setdefault(key, [])
+            entry = next((r for r in rows if r["day"] == day), None)
+            if entry is None:
+                entry = {"day": day, "samples": d.moments.samples}
+                rows.append(entry)
+            med = d.quantiles([0.5])[0]
+            entry["median_adj_latency_ms" if adjusted else "median_latency_ms"] = (
+                None if med is None else med / 1000)
+    series = []
+    for key in sorted(out, key=str):
+        days = sorted(out[key], key=lambda r: r["day"])
+        for r in days:
+            r["day"] = datetime.fromtimestamp(r["day"], UTC).date().isoformat()
+        series.append({by: key[0], "op": key[1], "size_bytes": key[2], "days": days})
+    return {"source": src.as_dict() if src else None, "by": by, "series": series}
+
+
+async def storage_replication(session: AsyncSession, org_id: uuid.UUID, f: Filters
+                              ) -> dict[str, Any]:
+    """Seed 000 Figs. 9-10: std dev and p90 of GET latency by number of copies (first of k
+    parallel GETs), per size."""
+    f = Filters(**{**f.__dict__, "extra": {**f.extra, "variant": ["replicated"]}})
+    fleet = await load_fleet(session, org_id)
+    g = await load_grouped(session, org_id, "storage", f, lambda k: (k[2], k[5], k[6]), fleet)
+    rows = []
+    for (op, size, copies), d in sorted(g.groups.items()):
+        p90 = d.quantiles([0.9])[0]
+        rows.append({"op": op, "size_bytes": size, "copies": copies, "count": d.count,
+                     "std_ms": None if d.moments.std is None else d.moments.std / 1000,
+                     "p90_ms": None if p90 is None else p90 / 1000,
+                     "mean_ms": None if d.moments.mean is None else d.moments.mean / 1000})
+    return {"source": g.source.as_dict(), "rows": rows}
+
+
+async def _windowed_medians(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                            window_s: int, stat: str = "p50") -> tuple[Any, np.ndarray, np.ndarray]:
+    _check_window(f, window_s)
+    g = await load_grouped(session, org_id, kind, f, lambda k: "all", window_s=window_s)
+    if not g.groups:
+        return g.source, np.zeros(0), np.zeros(0)
+    start = int(g.source.start.timestamp()) // window_s * window_s
+    end = int(math.ceil(g.source.end.timestamp() / window_s)) * window_s
+    times = np.arange(start, end, window_s)
+    vals = np.full(times.size, np.nan)
+    p = _parse_pct_stat(stat) / 100 if stat != "mean" else None
+    for (_, w), d in g.groups.items():
+        i = (w - start) // window_s
+        if 0 <= i < times.size:
+            v = d.moments.mean if p is None else d.quantiles([p])[0]
+            vals[i] = np.nan if v is None else v
+    return g.source, times, vals
+
+
+async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                             window_s: int, min_step: float | None) -> dict[str, Any]:
+    """Seed 003 Lesson 11: change points of the windowed medians, with segment levels and
+    step sizes."""
+    source, times, vals = await _windowed_medians(session, org_id, kind, f, window_s)
+    r = level_shifts(vals, min_step=min_step) if times.size else {"breakpoints": [],
+                                                                  "segments": [], "noise": 0.0}
+
+    def ts(i: int) -> datetime:
+        return datetime.fromtimestamp(int(times[i]), UTC)
+
+    shifts = []
+    for seg in r["segments"][1:]:
+        shifts.append({"time": ts(seg["start_index"]), "window_index": seg["start_index"],
+                       "step": seg["step"], "level_after": seg["level"],
+                       "level_before": seg["level"] - seg["step"]})
+    return {"source": source.as_dict(), "kind": kind, "window_s": window_s,
+            "noise": r["noise"], "shifts": shifts,
+            "segments": [{"start": ts(s["start_index"]),
+                          "end": datetime.fromtimestamp(int(times[s["end_index"]]) + window_s, UTC),
+                          "level": s["level"], "step": s["step"]} for s in r["segments"]],
+            "medians": [{"start": ts(i), "p50": None if not np.isfinite(v) else float(v)}
+                        for i, v in enumerate(vals)]}
+
+
+async def cycles(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                 window_s: int, min_period_s: float) -> dict[str, Any]:
+    source, times, vals = await _windowed_medians(session, org_id, kind, f, window_s)
+    return {"source": source.as_dict(), "kind": kind, "window_s": window_s,
+            **cyclical_pattern(vals, float(window_s), min_period_s=min_period_s)}
+
+
+async def asymmetry(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters, level: str,
+                    stat: str) -> dict[str, Any]:
+    """Direction asymmetry (seed 004 Fig. 4): the statistic A->B against B->A."""
+    h = await heatmap(session, org_id, kind, f, level, stat)
+    cell = {(c["src"], c["dst"]): c["value"] for c in h["cells"]}
+    pairs = []
+    for (a, b), v in cell.items():
+        if a < b and (b, a) in cell:
+            w = cell[(b, a)]
+            ratio = (max(v, w) / min(v, w)) if (v and w) else None
+            pairs.append({"a": a, "b": b, "a_to_b": v, "b_to_a": w,
+                          "difference": None if v is None or w is None else v - w,
+                          "ratio": ratio})
+    pairs.sort(key=lambda p: -(p["ratio"] or 0))
+    return {"source": h["source"], "kind": kind, "level": level, "stat": stat, "pairs": pairs}
+
+
+async def detours(session: AsyncSession, org_id: uuid.UUID, f: Filters, level: str,
+                  tolerance: float, min_excess: float) -> dict[str, Any]:
+    """Seed 004 §IV-B: RTT(A,C) close to RTT(A,B) + RTT(B,C) (within `tolerance`) and well
+    above its peers (the median RTT from A to its other destinations x `min_excess`)."""
+    h = await heatmap(session, org_id, "mesh", f, level, "p50")
+    m = {(c["src"], c["dst"]): c["value"] for c in h["cells"] if c["value"] is not None}
+    nodes = sorted({k[0] for k in m} | {k[1] for k in m})
+    found = []
+    for a in nodes:
+        peers = [v for (s, d), v in m.items() if s == a and d != a]
+        for c in nodes:
+            if a == c or (a, c) not in m:
+                continue
+            direct = m[(a, c)]
+            others = [v for (s, d), v in m.items() if s == a and d not in (a, c)]
+            peer_median = float(np.median(others)) if others else None
+            for b in nodes:
+                if b in (a, c) or (a, b) not in m or (b, c) not in m:
+                    continue
+                via = m[(a, b)] + m[(b, c)]
+                if m[(a, b)] >= direct or m[(b, c)] >= direct:
+                    continue
+                if abs(via - direct) <= tolerance * direct:
+                    excess = direct / peer_median if peer_median else None
+                    if excess is None or excess >= min_excess:
+                        found.append({"src": a, "dst": c, "via": b, "direct_us": direct,
+                                      "via_us": via, "via_ratio": via / direct,
+                                      "peer_median_us": peer_median, "excess": excess})
+        del peers
+    found.sort(key=lambda d: abs(1 - d["via_ratio"]))
+    return {"source": h["source"], "level": level, "tolerance": tolerance,
+            "min_excess": min_excess, "detours": found}
+
+
+async def welch(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters, group_by: str,
+                a: str, b: str) -> dict[str, Any]:
+    fleet = await load_fleet(session, org_id)
+    grouping = await _grouping(session, org_id, kind, group_by, fleet)
+    g = await load_grouped(session, org_id, kind, f, grouping, fleet)
+    by_label = {str(_label(k)) if not isinstance(k, tuple) else ",".join(map(str, _label(k))): d
+                for k, d in g.groups.items()}
+    for name, val in (("a", a), ("b", b)):
+        if val not in by_label:
+            raise QueryError(name, f"no samples for group {val!r}; groups: "
+                             + ", ".join(sorted(by_label)[:20]))
+    try:
+        res = welch_t_test(by_label[a], by_label[b])
+    except ValueError as exc:
+        raise QueryError("a", str(exc)) from exc
+    return {"source": g.source.as_dict(), "kind": kind, "group_by": group_by, "a": a, "b": b,
+            **res}
+
+
+async def cv_rmse_pairs(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                        a: tuple[uuid.UUID, uuid.UUID], b: tuple[uuid.UUID, uuid.UUID],
+                        window_s: int) -> dict[str, Any]:
+    """Seed 004 §IV-C: CV_RMSE between two pairs' windowed means."""
+    _check_window(f, window_s)
+    fa = Filters(**{**f.__dict__, "src": [a[0]], "dst": [a[1]]})
+    fb = Filters(**{**f.__dict__, "src": [b[0]], "dst": [b[1]]})
+    ga = await load_grouped(session, org_id, kind, fa, lambda k: "x", window_s=window_s)
+    gb = await load_grouped(session, org_id, kind, fb, lambda k: "x", window_s=window_s)
+    ma = {w: d.moments.mean for (_, w), d in ga.groups.items()}
+    mb = {w: d.moments.mean for (_, w), d in gb.groups.items()}
+    common = sorted(set(ma) & set(mb))
+    x = np.array([np.nan if ma[w] is None else ma[w] for w in common], dtype=float)
+    y = np.array([np.nan if mb[w] is None else mb[w] for w in common], dtype=float)
+    return {"source": ga.source.as_dict(), "kind": kind, "window_s": window_s,
+            "windows": len(common), "cv_rmse": cv_rmse(x, y)}
+
+
+def series_csv(result: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    cols = ["start", "samples", "count", "loss_rate", "mean", "std", "min", "max",
+            *result["percentiles"]]
+    w.writerow(["group", *cols])
+    for grp in result["groups"]:
+        label = grp["group"] if not isinstance(grp["group"], list) else "->".join(
+            map(str, grp["group"]))
+        for row in grp["windows"]:
+            w.writerow([label] + [row["start"].isoformat() if c == "start" else
+                                  ("" if row.get(c) is None else row.get(c)) for c in cols])
+    return buf.getvalue()
