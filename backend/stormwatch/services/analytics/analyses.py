@@ -26,7 +26,6 @@ from stormwatch.services.analytics.queries import (
     load_grouped,
     target_providers,
 )
-from stormwatch.services.analytics.sketches import grouped_quantiles
 from stormwatch.services.analytics.stats import (
     Distribution,
     cv_rmse,
@@ -80,13 +79,16 @@ async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters
     by_group: dict[Any, list[dict[str, Any]]] = {}
     qs = [p / 100 for p in percentiles]
     labels = [pct_label(p) for p in percentiles]
-    for (grp, w), d in sorted(g.groups.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
-        m = d.moments
+    keys = sorted(g.groups, key=lambda k: (str(k[0]), k[1]))
+    qv = g.quantiles(keys, qs)
+    for i, (grp, w) in enumerate(keys):
+        m = g.groups[(grp, w)].moments
         row: dict[str, Any] = {"start": datetime.fromtimestamp(w, UTC), "samples": m.samples,
                                "count": m.count, "loss_rate": m.failure_rate, "mean": m.mean,
                                "std": m.std, "min": m.minimum if m.count else None,
                                "max": m.maximum if m.count else None}
-        row.update(zip(labels, d.quantiles(qs), strict=True))
+        row.update((lab, None if not np.isfinite(v) else float(v))
+                   for lab, v in zip(labels, qv[i], strict=True))
         by_group.setdefault(_label(grp), []).append(row)
     return {"source": g.source.as_dict(), "kind": kind, "window_s": window_s,
             "percentiles": labels,
@@ -166,23 +168,9 @@ async def heatmap(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filter
                            lambda k: (fleet.level_of(k[0], level), fleet.level_of(k[1], level)),
                            fleet)
     keys = sorted(g.groups, key=str)
-    if stat.startswith("p") and keys and all(not g.groups[k].is_exact for k in keys):
-        # Every cell's quantile in one vectorised pass over the merged sketches.
-        sk = [g.groups[k].sketch for k in keys]
-        lo = min(s.offset for s in sk if s is not None)
-        width = max((s.offset + s.counts.size for s in sk if s is not None), default=lo) - lo
-        mat = np.zeros((len(keys), max(width, 1)))
-        zero = np.zeros(len(keys))
-        for i, s in enumerate(sk):
-            if s is not None and s.counts.size:
-                mat[i, s.offset - lo : s.offset - lo + s.counts.size] = s.counts
-                zero[i] = s.zero_count
-        q = grouped_quantiles(lo, mat, zero, [_parse_pct_stat(stat) / 100])[:, 0]
-        values: list[float | None] = []
-        for i, k in enumerate(keys):
-            m = g.groups[k].moments
-            values.append(None if not math.isfinite(q[i]) else
-                          float(min(max(q[i], m.minimum), m.maximum)))
+    if stat.startswith("p") and stat not in HEATMAP_STATS:
+        q = g.quantiles(keys, [_parse_pct_stat(stat) / 100])[:, 0]
+        values: list[float | None] = [None if not np.isfinite(v) else float(v) for v in q]
     else:
         values = [_stat_value(g.groups[k], stat) for k in keys]
     rows = sorted({k[0] for k in keys})

@@ -15,7 +15,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from stormwatch.services.analytics.sketches import GroupedBins, Sketch, decode
+from stormwatch.services.analytics.sketches import GroupedBins, Sketch, decode, grouped_quantiles
 from stormwatch.services.analytics.stats import Distribution, Moments
 
 Kind = Literal["mesh", "quorum", "storage", "throughput"]
@@ -28,6 +28,8 @@ FEW_SERIES = 8
 MINUTE_MAX = timedelta(days=3)
 HOUR_MAX = timedelta(days=60)
 RAW_ROW_LIMIT = 5_000_000
+# Rollup rows a query may merge when the resolution is chosen automatically.
+ROLLUP_ROW_BUDGET = 50_000
 
 
 class QueryError(ValueError):
@@ -161,21 +163,26 @@ def _ceil(t: datetime, s: int) -> datetime:
     return datetime.fromtimestamp(ts + (-ts) % s, UTC)
 
 
-def choose_source(f: Filters, few_series: bool, window_s: int | None = None) -> Source:
+def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
+                  n_series: int | None = None) -> Source:
+    """Raw for short ranges; otherwise the finest rollup level whose row count for the
+    selected series stays within ROLLUP_ROW_BUDGET (and no coarser than the window)."""
     span = f.end - f.start
     res: str = f.resolution
     if res == "auto":
         raw_max = RAW_MAX_FEW_SERIES if few_series else RAW_MAX_FLEET
         if span <= raw_max:
             res = "raw"
-        elif span <= MINUTE_MAX:
-            res = "1m"
-        elif span <= HOUR_MAX:
-            res = "1h"
         else:
+            series = max(n_series or 1, 1)
             res = "1d"
+            for cand in ("1m", "1h", "1d"):
+                if series * span.total_seconds() / RES_SECONDS[cand] <= ROLLUP_ROW_BUDGET:
+                    res = cand
+                    break
         # Windows narrower than the rollup step would be empty or uneven.
-        while window_s is not None and res != "raw" and RES_SECONDS[res] > window_s:
+        while window_s is not None and res != "raw" and (
+                RES_SECONDS[res] > window_s or window_s % RES_SECONDS[res]):
             res = {"1d": "1h", "1h": "1m", "1m": "raw"}[res]
     if res == "raw":
         return Source("raw", f.start, f.end)
@@ -203,12 +210,18 @@ def _selected_agents(fleet: Fleet, f: Filters) -> set[uuid.UUID] | None:
     return out
 
 
-def _where(spec: KindSpec, fleet: Fleet, f: Filters, params: dict[str, Any]) -> list[str]:
+def _where(spec: KindSpec, fleet: Fleet, f: Filters, params: dict[str, Any]
+           ) -> tuple[list[str], int]:
+    """SQL conditions for the filters, and an estimate of how many series they select."""
     clauses: list[str] = []
+    n_agents = max(len(fleet.agents), 1)
+    n_series = n_agents
     allowed = _selected_agents(fleet, f)
     if spec.pair:
         srcs = allowed if f.src is None else (set(f.src) & allowed if allowed is not None else set(f.src))
         dsts = allowed if f.dst is None else (set(f.dst) & allowed if allowed is not None else set(f.dst))
+        n_series = (n_agents if srcs is None else len(srcs)) * (
+            n_agents if dsts is None else len(dsts))
         if srcs is not None:
             clauses.append("src_agent_id = ANY(:srcs)")
             params["srcs"] = list(srcs)
@@ -222,6 +235,7 @@ def _where(spec: KindSpec, fleet: Fleet, f: Filters, params: dict[str, Any]) -> 
             params["tc_dst"] = [p[1] for p in pairs]
             clauses.append("(src_agent_id, dst_agent_id) IN (SELECT * FROM unnest("
                            "CAST(:tc_src AS uuid[]), CAST(:tc_dst AS uuid[])))")
+            n_series = min(n_series, len(pairs))
     else:
         agents = allowed
         if f.src is not None:
@@ -229,6 +243,9 @@ def _where(spec: KindSpec, fleet: Fleet, f: Filters, params: dict[str, Any]) -> 
         if agents is not None:
             clauses.append("agent_id = ANY(:agents)")
             params["agents"] = list(agents)
+            n_series = len(agents)
+        # several series per agent (groups, targets x ops x sizes)
+        n_series *= 4 if kind_is_quorum(spec) else 24
     if f.payload_bytes and "payload_bytes" in spec.keys:
         clauses.append("payload_bytes = ANY(:payload)")
         params["payload"] = f.payload_bytes
@@ -237,7 +254,11 @@ def _where(spec: KindSpec, fleet: Fleet, f: Filters, params: dict[str, Any]) -> 
             raise QueryError(col, f"{col} does not apply to this kind of series")
         clauses.append(f"{col} = ANY(:x{i})")
         params[f"x{i}"] = vals
-    return clauses
+    return clauses, n_series
+
+
+def kind_is_quorum(spec: KindSpec) -> bool:
+    return spec.raw_table == "quorum_samples"
 
 
 def few_series(spec: KindSpec, f: Filters) -> bool:
@@ -256,6 +277,30 @@ class Grouped:
     source: Source
     groups: dict[Hashable, Distribution]
 
+    def quantiles(self, keys: Sequence[Hashable], qs: Sequence[float]) -> np.ndarray:
+        """Quantiles for many groups at once (groups x qs), NaN where empty. Sketched groups
+        share one count matrix, so this is one vectorised pass instead of a loop."""
+        out = np.full((len(keys), len(qs)), np.nan)
+        dists = [self.groups[k] for k in keys]
+        sk = [d.sketch for d in dists]
+        if dists and all(s is not None for s in sk):
+            lo = min(s.offset for s in sk)  # type: ignore[union-attr]
+            hi = max(s.offset + s.counts.size for s in sk)  # type: ignore[union-attr]
+            mat = np.zeros((len(sk), max(hi - lo, 1)))
+            zero = np.zeros(len(sk))
+            for i, s in enumerate(sk):
+                assert s is not None
+                if s.counts.size:
+                    mat[i, s.offset - lo : s.offset - lo + s.counts.size] = s.counts
+                zero[i] = s.zero_count
+            out = grouped_quantiles(lo, mat, zero, qs)
+            mins = np.array([d.moments.minimum for d in dists])[:, None]
+            maxs = np.array([d.moments.maximum for d in dists])[:, None]
+            return np.where(np.isfinite(out), np.clip(out, mins, maxs), np.nan)
+        for i, d in enumerate(dists):
+            out[i] = [np.nan if v is None else v for v in d.quantiles(qs)]
+        return out
+
 
 async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
                        group: GroupFn, fleet: Fleet | None = None,
@@ -264,9 +309,10 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
     f.validate()
     spec = KIND_SPECS[kind]
     fleet = fleet or await load_fleet(session, org_id)
-    source = choose_source(f, few_series(spec, f), window_s)
-    params: dict[str, Any] = {"org": org_id, "s": source.start, "e": source.end}
-    where = _where(spec, fleet, f, params)
+    params: dict[str, Any] = {"org": org_id}
+    where, n_series = _where(spec, fleet, f, params)
+    source = choose_source(f, few_series(spec, f), window_s, n_series)
+    params.update(s=source.start, e=source.end)
     nk = len(spec.keys)
     keys_sql = ", ".join(spec.keys)
     prefix = spec.value_prefix
