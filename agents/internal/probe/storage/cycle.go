@@ -110,12 +110,13 @@ func (r *runner) key(name string) string {
 // fill draws fresh objects for the cycle: random binary, and base64 text of random bytes.
 func (r *runner) fill() {
 	_, _ = r.rng.Read(r.binary)
-	if len(r.text) > 0 {
-		raw := make([]byte, base64.StdEncoding.DecodedLen(len(r.text))+3)
-		_, _ = r.rng.Read(raw)
-		enc := make([]byte, base64.StdEncoding.EncodedLen(len(raw)))
-		base64.StdEncoding.Encode(enc, raw)
-		copy(r.text, enc)
+	// Text is encoded chunk by chunk in place: 3 random bytes become 4 base64 characters.
+	var raw [3 << 10]byte
+	var enc [4 << 10]byte
+	for off := 0; off < len(r.text); off += len(enc) {
+		_, _ = r.rng.Read(raw[:])
+		base64.StdEncoding.Encode(enc[:], raw[:])
+		copy(r.text[off:], enc[:])
 	}
 }
 

@@ -90,11 +90,13 @@ func compact(raw []byte) []byte {
 
 // reconcile starts, restarts and stops target tasks; m.mu is held.
 func (m *Manager) reconcile() {
+	stopping := map[string]chan struct{}{}
 	for id, tk := range m.running {
 		d, ok := m.desired[id]
 		if !ok || !bytes.Equal(d.raw, tk.raw) {
 			tk.cancel()
 			delete(m.running, id)
+			stopping[id] = tk.done
 		}
 	}
 	if m.root.Err() != nil {
@@ -108,11 +110,19 @@ func (m *Manager) reconcile() {
 		tk := &task{raw: d.raw, cancel: cancel, done: make(chan struct{})}
 		m.running[id] = tk
 		m.wg.Add(1)
-		go func(t *Target) {
+		go func(t *Target, prev chan struct{}) {
 			defer m.wg.Done()
 			defer close(tk.done)
+			// A restarted target waits for its old run's clean-up, which sweeps the same prefix.
+			if prev != nil {
+				select {
+				case <-prev:
+				case <-ctx.Done():
+					return
+				}
+			}
 			m.runTarget(ctx, t)
-		}(d.t)
+		}(d.t, stopping[id])
 	}
 }
 

@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
+
 	"stormwatch/agents/internal/sample"
 )
 
@@ -594,5 +597,38 @@ func TestErrorClassesFollowHTTPStatuses(t *testing.T) {
 	<-ctx.Done()
 	if st, class := classify(ctx, func(error) int { return 0 }, ctx.Err()); class != classTimeout || st != sample.StatusTimeout {
 		t.Errorf("deadline: %s %s", st, class)
+	}
+}
+
+func TestAnAzureSASTokenFromTheEnvironmentIsEnough(t *testing.T) {
+	em := need(t, ProviderAzure)
+	bucket := bucketName(t)
+	createBucket(t, em, bucket)
+	cred, err := azblob.NewSharedKeyCredential(azuriteAccount, azuriteKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perms := sas.AccountPermissions{Read: true, Write: true, Delete: true, List: true, Create: true, Add: true}
+	types := sas.AccountResourceTypes{Container: true, Object: true}
+	qp, err := sas.AccountSignatureValues{
+		Protocol: sas.ProtocolHTTPSandHTTP, ExpiryTime: time.Now().Add(time.Hour).UTC(),
+		Permissions: perms.String(), ResourceTypes: types.String(),
+	}.SignWithSharedKey(cred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SW_TEST_AZ_ACCOUNT", azuriteAccount)
+	t.Setenv("SW_TEST_AZ_SAS", qp.Encode())
+	target := targetFor(em, bucket, map[string]any{
+		"contents": []string{"binary"}, "sizes_bytes": map[string]any{"binary": []int64{1024, 10240}},
+		"credentials": map[string]any{"source": "env", "account_name_var": "SW_TEST_AZ_ACCOUNT", "sas_token_var": "SW_TEST_AZ_SAS"},
+	})
+	col, _, stop := running(t, testLogger(t), target)
+	ss := col.waitFor(t, 30*time.Second, "GETs of both sizes", func(ss []sample.Storage) bool {
+		return len(find(ss, func(s sample.Storage) bool { return s.Op == opGet })) == 2
+	})
+	stop()
+	if bad := find(ss, func(s sample.Storage) bool { return !okSample(s) }); len(bad) > 0 {
+		t.Fatalf("failed samples:\n%s", dump(bad))
 	}
 }
