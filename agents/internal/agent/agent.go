@@ -94,6 +94,20 @@ func advertise(cfg config.Config, md client.Metadata, ln net.Addr) string {
 	return net.JoinHostPort("127.0.0.1", port)
 }
 
+// selfDial is the address of the self-loop: the private IP (or loopback) with the listen
+// port, so that an advertised public address does not send it out through a NAT.
+func selfDial(cfg config.Config, md client.Metadata, ln net.Addr) string {
+	_, port, _ := net.SplitHostPort(ln.String())
+	host, _, _ := net.SplitHostPort(cfg.Mesh.Listen)
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		return net.JoinHostPort(host, port)
+	}
+	if md.PrivateIP != "" {
+		return net.JoinHostPort(md.PrivateIP, port)
+	}
+	return net.JoinHostPort("127.0.0.1", port)
+}
+
 // Enroll registers the agent with its enrollment token and saves the state.
 func Enroll(ctx context.Context, cfg config.Config, c *client.Client, md client.Metadata, meshAddr string, d Deps) (State, error) {
 	tok, err := cfg.EnrollmentTokenValue()
@@ -169,6 +183,7 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	m.SetMeasuredSource(metrics.Mesh, func() uint64 { n, _ := rec.Measured(); return n })
 	m.SetMeasuredSource(metrics.Quorum, func() uint64 { _, n := rec.Measured(); return n })
 	prober := mesh.NewProber(st.AgentID, rec, log)
+	prober.SetSelfAddress(selfDial(cfg, md, echo.Addr()))
 	m.AddGauge("stormwatch_agent_mesh_connected_peers", "Peers with an open mesh connection.", func() float64 { return float64(prober.Connected()) })
 	ship, err := shipper.New(shipper.Options{AgentID: st.AgentID, SpoolDir: cfg.Spool.Dir, SpoolMaxBytes: cfg.Spool.MaxBytes,
 		FlushDeadline: cfg.FlushDeadline, Metrics: m, Logger: log}, c, rec)

@@ -169,8 +169,13 @@ loop:
 		select {
 		case it := <-s.queue:
 			if err := s.spool.put(it); err != nil {
-				s.o.Logger.Error("spooling on shutdown failed", "batch", it.id, "err", err)
+				s.o.Logger.Error("spooling on shutdown failed; batch dropped", "batch", it.id, "err", err)
 				s.o.Metrics.SetError(err)
+				if !errors.Is(err, errTooLarge) {
+					for k, n := range it.counts {
+						s.o.Metrics.Dropped[k].Add(uint64(n))
+					}
+				}
 			}
 		default:
 			return nil
@@ -196,8 +201,13 @@ func (s *Shipper) cut() {
 		default:
 			// The sender is behind (the API is slow or down): keep the batch on disk.
 			if err := s.spool.put(it); err != nil {
-				s.o.Logger.Error("spooling failed", "batch", it.id, "err", err)
+				s.o.Logger.Error("spooling failed; batch dropped", "batch", it.id, "err", err)
 				s.o.Metrics.SetError(err)
+				if !errors.Is(err, errTooLarge) {
+					for k, n := range it.counts {
+						s.o.Metrics.Dropped[k].Add(uint64(n))
+					}
+				}
 			}
 		}
 	}

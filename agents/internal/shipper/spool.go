@@ -1,6 +1,7 @@
 package shipper
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,9 @@ import (
 
 	"stormwatch/agents/internal/metrics"
 )
+
+// errTooLarge is a batch bigger than the whole spool; its samples are counted as dropped.
+var errTooLarge = errors.New("larger than the spool")
 
 // item is one encoded batch, in memory or in the spool.
 type item struct {
@@ -114,7 +118,7 @@ func (s *spool) put(it *item) error {
 	size := int64(len(it.gz))
 	if size > s.max {
 		s.countDropped(it.counts)
-		return fmt.Errorf("batch %s (%d bytes) is larger than the spool", it.id, size)
+		return fmt.Errorf("batch %s (%d bytes): %w", it.id, size, errTooLarge)
 	}
 	for s.bytes+size > s.max {
 		if !s.evictOldest() {

@@ -69,6 +69,7 @@ type Prober struct {
 	links     map[string]*link
 	nextRound uint64 // first round of the next clock
 	running   bool
+	selfAddr  string // where the self-loop dials, when not the advertised address
 
 	connected atomic.Int64
 }
@@ -107,6 +108,14 @@ func (p *Prober) Apply(s Settings) {
 	p.reconfigure(s, full)
 }
 
+// SetSelfAddress makes the self-loop dial addr instead of the advertised address (which may
+// be a public IP that would hairpin through a NAT); it is still a real TCP connection.
+func (p *Prober) SetSelfAddress(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.selfAddr = addr
+}
+
 // Connected is the number of peers with an open connection.
 func (p *Prober) Connected() int64 { return p.connected.Load() }
 
@@ -141,6 +150,9 @@ func (p *Prober) reconfigure(s Settings, full bool) {
 		}
 	}
 	for _, pe := range s.Peers {
+		if pe.ID == p.selfID && p.selfAddr != "" {
+			pe.Address = p.selfAddr
+		}
 		if l, ok := p.links[pe.ID]; ok {
 			if l.peer.Address == pe.Address {
 				continue
