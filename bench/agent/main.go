@@ -176,15 +176,21 @@ func (f *fleet) stop() {
 
 // cpuTicks is utime+stime of a process in clock ticks (/proc/<pid>/stat fields 14 and 15).
 func cpuTicks(pid int) (int64, error) {
+	u, s, err := cpuSplit(pid)
+	return u + s, err
+}
+
+// cpuSplit is utime and stime of a process in clock ticks.
+func cpuSplit(pid int) (int64, int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
 	u, _ := strconv.ParseInt(fields[11], 10, 64)
 	st, _ := strconv.ParseInt(fields[12], 10, 64)
-	return u + st, nil
+	return u, st, nil
 }
 
 func rssKB(pid int) int64 {
@@ -238,10 +244,12 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 	time.Sleep(3 * time.Second)
 	t0 := time.Now()
 	ticks0 := make([]int64, n)
+	sys0 := make([]int64, n)
 	for i, p := range fa.procs {
 		if ticks0[i], err = cpuTicks(p.Process.Pid); err != nil {
 			return err
 		}
+		_, sys0[i], _ = cpuSplit(p.Process.Pid)
 	}
 	fa.collect.Store(true)
 	if cpuProfile != "" {
@@ -249,14 +257,16 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 	}
 	time.Sleep(duration)
 	elapsed := time.Since(t0).Seconds()
-	var cpus []float64
+	var cpus, sysShare []float64
 	var rss []int64
 	for i, p := range fa.procs {
 		t1, err := cpuTicks(p.Process.Pid)
 		if err != nil {
 			return err
 		}
+		_, s1, _ := cpuSplit(p.Process.Pid)
 		cpus = append(cpus, float64(t1-ticks0[i])/clkTck/elapsed*100)
+		sysShare = append(sysShare, float64(s1-sys0[i])/float64(max(t1-ticks0[i], 1))*100)
 		rss = append(rss, rssKB(p.Process.Pid))
 	}
 	// Let the last batches (max_batch_age 500 ms) arrive before reading the RTTs.
@@ -272,7 +282,7 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 	slices.Sort(self)
 	maxCPU, sumCPU := 0.0, 0.0
 	for i, c := range cpus {
-		fmt.Printf("  %s: cpu %.2f%% of a core, rss %d KiB\n", fa.names[i], c, rss[i])
+		fmt.Printf("  %s: cpu %.2f%% of a core (%.0f%% of it in the kernel), rss %d KiB\n", fa.names[i], c, sysShare[i], rss[i])
 		maxCPU = max(maxCPU, c)
 		sumCPU += c
 	}
