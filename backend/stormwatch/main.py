@@ -15,7 +15,15 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import exc as sa_exc
 
 from stormwatch import __version__
-from stormwatch.api.routes import agents, auth, health, ingest, settings
+from stormwatch.api.routes import (
+    agents,
+    analytics,
+    auth,
+    health,
+    ingest,
+    settings,
+    storage_targets,
+)
 from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_engine
 from stormwatch.core.logging import setup_logging
@@ -29,6 +37,8 @@ ROUTERS = [
     agents.router,
     ingest.router,
     settings.router,
+    storage_targets.router,
+    analytics.router,
 ]
 
 
