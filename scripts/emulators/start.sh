@@ -43,8 +43,9 @@ launch() {
 		probe="$endpoint?comp=list"
 		;;
 	fakegcs)
+		# A public host without a port matches any port, so proxies in front of it work too.
 		setsid "$DIR/bin/fake-gcs-server" -scheme http -host 127.0.0.1 -port "$port" \
-			-backend memory -public-host "127.0.0.1:$port" -external-url "http://127.0.0.1:$port" \
+			-backend memory -public-host 127.0.0.1 -external-url "http://127.0.0.1:$port" \
 			-log-level warn >"$log" 2>&1 &
 		endpoint="http://127.0.0.1:$port"
 		probe="$endpoint/storage/v1/b"

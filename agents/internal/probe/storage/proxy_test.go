@@ -4,17 +4,36 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
-// faultyEndpoint accepts TCP connections and then either stalls (reads the request and
-// never answers) or drops them (closes at once), to play a sick storage endpoint.
+// faultyEndpoint accepts TCP connections and then stalls (reads the request and never
+// answers), drops them (resets at once), or forwards them to a real endpoint holding back
+// every response by a delay, to play a sick or distant storage endpoint.
 type faultyEndpoint struct {
-	ln    net.Listener
-	mode  string // stall | drop
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
+	ln       net.Listener
+	mode     string // stall | drop | delay
+	upstream string // host:port, for delay
+	delay    time.Duration
+	mu       sync.Mutex
+	conns    []net.Conn
+	wg       sync.WaitGroup
+}
+
+// startDelayingProxy forwards to upstream, delaying the first bytes of each response.
+func startDelayingProxy(t *testing.T, upstream string, delay time.Duration) *faultyEndpoint {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &faultyEndpoint{ln: ln, mode: "delay", upstream: upstream, delay: delay}
+	f.wg.Add(1)
+	go f.serve()
+	t.Cleanup(f.close)
+	return f
 }
 
 func startFaultyEndpoint(t *testing.T, mode string) *faultyEndpoint {
@@ -50,12 +69,67 @@ func (f *faultyEndpoint) serve() {
 		f.mu.Lock()
 		f.conns = append(f.conns, c)
 		f.mu.Unlock()
+		if f.mode == "delay" {
+			f.forward(c)
+			continue
+		}
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
 			_, _ = io.Copy(io.Discard, c)
 		}()
 	}
+}
+
+// forward relays one connection; after the client has sent bytes, the next bytes coming
+// back (the response) wait f.delay, so each HTTP exchange gains the delay once.
+func (f *faultyEndpoint) forward(c net.Conn) {
+	u, err := net.Dial("tcp", f.upstream)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	f.mu.Lock()
+	f.conns = append(f.conns, u)
+	f.mu.Unlock()
+	var requested atomic.Bool
+	f.wg.Add(2)
+	go func() {
+		defer f.wg.Done()
+		defer u.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 {
+				requested.Store(true)
+				if _, werr := u.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		defer f.wg.Done()
+		defer c.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := u.Read(buf)
+			if n > 0 {
+				if requested.Swap(false) {
+					time.Sleep(f.delay)
+				}
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 }
 
 func (f *faultyEndpoint) close() {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"sync"
@@ -630,5 +631,46 @@ func TestAnAzureSASTokenFromTheEnvironmentIsEnough(t *testing.T) {
 	stop()
 	if bad := find(ss, func(s sample.Storage) bool { return !okSample(s) }); len(bad) > 0 {
 		t.Fatalf("failed samples:\n%s", dump(bad))
+	}
+}
+
+func TestADistantEndpointsDelayIsInsideEveryLatencyButNotInTheRTT(t *testing.T) {
+	const delay = 120 * time.Millisecond
+	for _, p := range allProviders {
+		t.Run(p, func(t *testing.T) {
+			em := need(t, p)
+			bucket := bucketName(t)
+			createBucket(t, em, bucket)
+			u, err := url.Parse(em.endpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := startDelayingProxy(t, u.Host, delay)
+			via := *em
+			via.endpoint = proxy.url() + u.Path
+			target := targetFor(&via, bucket, map[string]any{
+				"contents": []string{"binary"}, "sizes_bytes": map[string]any{"binary": []int64{1024, 100 << 10}},
+			})
+			col, _, stop := running(t, testLogger(t), target)
+			ss := col.waitFor(t, 30*time.Second, "GETs of both sizes", func(ss []sample.Storage) bool {
+				return len(find(ss, func(s sample.Storage) bool { return s.Op == opGet })) == 2
+			})
+			stop()
+			for _, s := range ss {
+				if !okSample(s) {
+					t.Fatalf("failed sample %+v", s)
+				}
+				if s.Op == opRTT {
+					// The proxy accepts at once: connect time is loopback's, below the delay.
+					if *s.LatencyUS >= delay.Microseconds() {
+						t.Fatalf("rtt %d µs includes the response delay", *s.LatencyUS)
+					}
+					continue
+				}
+				if *s.LatencyUS < delay.Microseconds() || s.TTFBUS == nil || *s.TTFBUS < delay.Microseconds() {
+					t.Fatalf("%s %d: latency %d µs, ttfb %v, want both ≥ %d µs", s.Op, s.SizeBytes, *s.LatencyUS, s.TTFBUS, delay.Microseconds())
+				}
+			}
+		})
 	}
 }
