@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launch } from "./support/browser.mjs";
 import { createStorageTargets, enroll, seedMesh, seedStorage, smallFleet } from "./support/seed.mjs";
+import { backfillRollups } from "./support/rollup.mjs";
 import { FRONTEND, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
@@ -21,6 +22,18 @@ let targets = [];
 
 async function shot(name) {
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+/** A test that leaves a "fail-..." screenshot of the page when it fails. */
+function step(name, fn) {
+  test(name, async (t) => {
+    try {
+      await fn(t);
+    } catch (e) {
+      await page?.screenshot({ path: join(SHOTS, `fail-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`), fullPage: true }).catch(() => {});
+      throw e;
+    }
+  });
 }
 
 describe("dashboard", { timeout: 600_000 }, () => {
@@ -44,6 +57,8 @@ describe("dashboard", { timeout: 600_000 }, () => {
       { name: "gcs-us-east4", provider: "gcs" },
     ]);
     await seedStorage(base, agents[0], targets, now - 7 * 86_400_000, now - 60_000, 3 * 3600_000);
+    await backfillRollups(stack.info, now - 3 * 3600_000, now, ["mesh", "quorum"]);
+    if (targets.length) await backfillRollups(stack.info, now - 7 * 86_400_000, now, ["storage"]);
     browser = await launch();
     page = browser.context.pages()[0] ?? (await browser.context.newPage());
     page.setDefaultTimeout(WAIT);
@@ -54,7 +69,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await stack?.stop();
   });
 
-  test("a person logs in with the session cookie", async () => {
+  step("a person logs in with the session cookie", async () => {
     await page.goto(`${base}/overview?range=6h`);
     await page.getByRole("heading", { name: "Stormwatch" }).waitFor();
     await page.getByLabel("Email").fill(stack.info.email);
@@ -67,7 +82,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     assert.ok(cookies.some((c) => c.name === "sw_csrf" && !c.httpOnly), "readable CSRF cookie set");
   });
 
-  test("the overview heatmap shows the seeded regions", async () => {
+  step("the overview heatmap shows the seeded regions", async () => {
     const table = page.getByRole("table", { name: /heatmap by region/ });
     await table.waitFor();
     for (const region of ["us-east-1", "eu-west-1", "asia-northeast1"]) {
@@ -87,7 +102,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await shot("03-overview-nodes-p9999");
   });
 
-  test("a click on a cell opens the pair with timeline, histogram, CDF and quorum", async () => {
+  step("a click on a cell opens the pair with timeline, histogram, CDF and quorum", async () => {
     await page.getByRole("button", { name: "p50" }).click();
     const cell = page.getByRole("table", { name: /heatmap by node/ }).getByRole("button", { name: /^aws-use1-a-1 → aws-euw1-a-1:/ });
     await cell.click();
@@ -105,7 +120,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await shot("05-pair-tail-zoom");
   });
 
-  test("changing the range updates the URL and the view", async () => {
+  step("changing the range updates the URL and the view", async () => {
     const before = await page.getByRole("table", { name: "Summary statistics" }).first().locator("tbody td").first().innerText();
     await page.getByRole("button", { name: "15 min" }).click();
     await page.waitForURL(/range=15m/);
@@ -127,7 +142,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await shot("06-pair-range-15m");
   });
 
-  test("distributions show box plots per topology class and payload size", async () => {
+  step("distributions show box plots per topology class and payload size", async () => {
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Distributions" }).click();
     await page.getByRole("heading", { name: "Distributions" }).waitFor();
     await page.locator("section[aria-label='RTT by topology class'] .recharts-bar-rectangle").first().waitFor();
@@ -138,7 +153,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await shot("07-distributions");
   });
 
-  test("storage compares providers by object size, raw and RTT-adjusted", async (t) => {
+  step("storage compares providers by object size, raw and RTT-adjusted", async (t) => {
     if (targets.length === 0) {
       t.skip("this backend has no storage-target resource, so no storage samples can be ingested");
       return;
@@ -162,7 +177,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await shot("09-storage-adjusted");
   });
 
-  test("the fleet lists the agents and hands out an enrollment command", async () => {
+  step("the fleet lists the agents and hands out an enrollment command", async () => {
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Fleet" }).click();
     const table = page.getByRole("table", { name: "Agents" });
     await table.waitFor();
@@ -174,7 +189,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await shot("10-fleet");
   });
 
-  test("settings create, show once and revoke an API key; the light theme applies", async () => {
+  step("settings create, show once and revoke an API key; the light theme applies", async () => {
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Settings" }).click();
     await page.getByLabel("Key name").fill("e2e-key");
     await page.getByRole("button", { name: "Create API key" }).click();
@@ -187,7 +202,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await page.getByRole("table", { name: "API key list" }).getByText("revoked").first().waitFor();
     const again = await fetch(`${base}/api/v1/auth/me`, { headers: { authorization: `Bearer ${key.trim()}` } });
     assert.equal(again.status, 401, "the revoked key no longer authenticates");
-    await page.getByRole("table", { name: "User list" }).getByRole("cell", { name: stack.info.email }).waitFor();
+    await page.getByRole("table", { name: "User list" }).getByRole("cell", { name: stack.info.email, exact: true }).waitFor();
     await shot("11-settings");
     const toggle = page.getByRole("button", { name: /Switch to (light|dark) theme/ });
     if ((await toggle.getAttribute("aria-label")) === "Switch to light theme") await toggle.click();
@@ -197,7 +212,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await shot("12-overview-light");
   });
 
-  test("keyboard reaches the heatmap cells and opens a pair with Enter", async () => {
+  step("keyboard reaches the heatmap cells and opens a pair with Enter", async () => {
     await page.goto(`${base}/overview?range=1h&level=region`);
     const first = page.getByRole("table", { name: /heatmap by region/ }).getByRole("button").first();
     await first.waitFor();

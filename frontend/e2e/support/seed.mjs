@@ -303,17 +303,30 @@ export async function seedStorage(baseUrl, agent, targets, startMs, endMs, inter
 }
 
 /**
- * Creates storage targets through the REST API with an API key; answers [] if this backend
- * has no storage-target resource yet.
- * @param {{ name: string, provider: string }[]} specs
+ * Creates storage targets through the REST API with an API key (anonymous credentials: the
+ * samples are posted by the seeder, nothing probes the endpoints).
+ * @param {{ name: string, provider: "s3" | "azure" | "gcs" }[]} specs
  */
 export async function createStorageTargets(baseUrl, apiKey, specs) {
   const out = [];
   for (const s of specs) {
-    const res = await fetch(`${baseUrl}/api/v1/storage/targets`, {
+    const res = await fetch(`${baseUrl}/api/v1/storage-targets`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
-      body: JSON.stringify({ name: s.name, provider: s.provider, kind: s.provider, endpoint: `https://${s.name}.invalid`, bucket: "stormwatch-probe" }),
+      body: JSON.stringify({
+        name: s.name,
+        provider: s.provider,
+        bucket: "stormwatch-probe",
+        endpoint: `https://${s.name}.storage.invalid`,
+        credentials: { source: "none" },
+        contents: ["binary"],
+        variants: {
+          gzip9: { enabled: true, contents: ["binary"] },
+          replication: { enabled: true, copies: 3 },
+          consistency: { enabled: true },
+          concurrency: { enabled: true, levels: [1, 2, 4, 8, 16, 32], size_bytes: 1048576 },
+        },
+      }),
     });
     if (res.status === 404 || res.status === 405) return [];
     if (!res.ok) throw new Error(`create storage target ${res.status}: ${(await res.text()).slice(0, 500)}`);

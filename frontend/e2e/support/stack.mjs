@@ -18,13 +18,13 @@ function python() {
  * @returns {Promise<{ info: any, stop: () => Promise<void> }>}
  */
 export function startStack(opts = {}) {
-  const args = ["-m", "stormwatch.devtools.stack"];
+  const args = ["-m", process.env.SW_STACK_MODULE ?? "stormwatch.devtools.stack"];
   if (opts.port) args.push("--port", String(opts.port));
   if (opts.withWorker) args.push("--with-worker");
   if (opts.dataDir) args.push("--data-dir", opts.dataDir);
   const child = spawn(python(), args, {
     cwd: REPO,
-    env: { ...process.env, PYTHONPATH: join(REPO, "backend") },
+    env: { ...process.env, PYTHONPATH: [join(REPO, "backend"), process.env.PYTHONPATH].filter(Boolean).join(":") },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const log = opts.log ?? (() => {});

@@ -19,6 +19,8 @@ import type {
   XYRow,
 } from "./models";
 import type { CdfSeries } from "../components/pair/CdfChart";
+import { formatBytes } from "../lib/format";
+import { niceStep } from "../lib/shape";
 
 export type { Me } from "./models";
 type S = components["schemas"];
@@ -110,37 +112,131 @@ export interface PairQuery extends RangeQuery {
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
+const list = (xs: readonly (string | number)[] | null | undefined): string[] | undefined => (xs && xs.length ? [xs.join(",")] : undefined);
+const range = (q: RangeQuery) => ({ start: iso(q.fromMs), end: iso(q.toMs) });
+
+// The fleet, to turn heatmap keys (names, zones, regions) into agent ids; cached briefly.
+let fleetCache: { at: number; agents: Promise<AgentVM[]> } | null = null;
+export function fleet(): Promise<AgentVM[]> {
+  if (!fleetCache || Date.now() - fleetCache.at > 30_000) {
+    const agents = listAgents();
+    fleetCache = { at: Date.now(), agents };
+    agents.catch(() => {
+      fleetCache = null;
+    });
+  }
+  return fleetCache.agents;
+}
+
+/** Agent ids behind a heatmap key at a level (the API keys nodes by name). */
+export function idsFor(agents: AgentVM[], level: Level, key: string): string[] {
+  return agents
+    .filter((a) => (level === "node" ? a.name === key || a.id === key : level === "zone" ? (a.zone || `${a.region}/?`) === key : (a.region || "?") === key))
+    .map((a) => a.id);
+}
+
+async function pairFilter(q: PairQuery): Promise<{ src: string[] | undefined; dst: string[] | undefined; start: string; end: string }> {
+  const agents = await fleet();
+  const src = idsFor(agents, q.level, q.src);
+  const dst = idsFor(agents, q.level, q.dst);
+  if (!src.length || !dst.length) throw new Error(`no agents behind ${src.length ? q.dst : q.src}`);
+  return { ...range(q), src: list(src), dst: list(dst) };
+}
+
+const HEAT_STAT: Record<HeatStat, string> = { p50: "p50", p99: "p99", p99_99: "p99.99", jitter: "std", loss: "loss_rate" };
 
 export async function getHeatmap(q: RangeQuery & { level: Level; stat: HeatStat }, signal?: AbortSignal): Promise<HeatmapVM> {
-  void q;
-  void signal;
-  throw new Error("heatmap endpoint not available");
+  const r = unwrap(
+    await api.GET("/api/v1/analytics/{kind}/heatmap", {
+      params: { path: { kind: "mesh" }, query: { ...range(q), level: q.level, stat: HEAT_STAT[q.stat] } },
+      signal,
+    }),
+  );
+  const keys = [...new Set([...r.rows, ...r.columns])];
+  return {
+    level: q.level,
+    stat: q.stat,
+    keys,
+    labels: Object.fromEntries(keys.map((k) => [k, k])),
+    cells: r.cells.map((c) => ({ src: c.src, dst: c.dst, value: c.value, count: c.samples })),
+  };
+}
+
+function toSummary(g: S["Summary"]): SummaryVM {
+  const order = ["p5", "p25", "p50", "p75", "p90", "p95", "p99", "p99_9", "p99_99", "p99_999"];
+  const pct = g.percentiles;
+  return {
+    count: g.samples,
+    loss_rate: g.loss_rate,
+    mean_us: g.mean,
+    std_us: g.std,
+    cov: g.cov,
+    min_us: g.min,
+    max_us: g.max,
+    percentiles: order.filter((k) => k in pct).map((k) => [k.replace("_", "."), pct[k] ?? null]),
+    tail_mean_ratio: g.p99_99_over_mean,
+    max_mean_ratio: g.max_over_mean,
+  };
 }
 
 export async function getPairSummary(q: PairQuery, signal?: AbortSignal): Promise<SummaryVM | null> {
-  void q;
-  void signal;
-  throw new Error("summary endpoint not available");
+  const f = await pairFilter(q);
+  const r = unwrap(await api.GET("/api/v1/analytics/{kind}/summary", { params: { path: { kind: "mesh" }, query: f }, signal }));
+  const g = r.groups[0];
+  return g ? toSummary(g) : null;
 }
 
+const num = (v: unknown): number | null => (typeof v === "number" && Number.isFinite(v) ? v : null);
+
 export async function getPairTimeline(q: PairQuery, windowS: number, signal?: AbortSignal): Promise<TimelinePoint[]> {
-  void [q, windowS, signal, iso];
-  throw new Error("timeline endpoint not available");
+  const f = await pairFilter(q);
+  const r = unwrap(
+    await api.GET("/api/v1/analytics/{kind}/series", {
+      params: { path: { kind: "mesh" }, query: { ...f, window_s: windowS, percentiles: "50,99,99.99" } },
+      signal,
+    }),
+  );
+  const windows = r.groups[0]?.windows ?? [];
+  return windows.map((w) => {
+    const extra = w as Record<string, unknown>;
+    return { t: Date.parse(w.start), p50: num(extra.p50), p99: num(extra.p99), p9999: num(extra.p99_99), count: w.samples, loss: w.loss_rate };
+  });
 }
 
 export async function getPairLevelShifts(q: PairQuery, windowS: number, signal?: AbortSignal): Promise<LevelSegment[]> {
-  void [q, windowS, signal];
-  throw new Error("level-shift endpoint not available");
+  const f = await pairFilter(q);
+  const r = unwrap(await api.GET("/api/v1/analytics/{kind}/level-shifts", { params: { path: { kind: "mesh" }, query: { ...f, window_s: windowS } }, signal }));
+  return r.segments.map((s) => ({ startMs: Date.parse(s.start), endMs: Date.parse(s.end) + windowS * 1000, level_us: s.level }));
 }
 
-export async function getPairHistogram(q: PairQuery, bucketUs: number | null, signal?: AbortSignal): Promise<HistBin[]> {
-  void [q, bucketUs, signal];
-  throw new Error("histogram endpoint not available");
+export interface DistributionVM {
+  bins: HistBin[];
+  cdf: CdfPoint[];
+  tail: CdfPoint[];
+  bucketUs: number;
 }
 
-export async function getPairCdf(q: PairQuery, signal?: AbortSignal): Promise<CdfPoint[]> {
-  void [q, signal];
-  throw new Error("CDF endpoint not available");
+/** Histogram, CDF and the top-5% CDF; with no bucket width, one is picked from the summary. */
+export async function getPairDistribution(q: PairQuery, bucketUs: number | null, signal?: AbortSignal): Promise<DistributionVM> {
+  const f = await pairFilter(q);
+  let width = bucketUs;
+  if (!width) {
+    // About 80 buckets between the minimum and p99.9 (the slowest 0.1% land in the right-hand buckets).
+    const s = unwrap(await api.GET("/api/v1/analytics/{kind}/summary", { params: { path: { kind: "mesh" }, query: { ...f, percentiles: "99.9" } }, signal })).groups[0];
+    const lo = s?.min ?? 0;
+    const hi = s?.percentiles["p99_9"] ?? s?.max ?? lo + 1000;
+    const max = s?.max ?? hi;
+    width = niceStep(Math.max((hi - lo) / 80, (max - lo) / 9000, 1));
+  }
+  const r = unwrap(
+    await api.GET("/api/v1/analytics/{kind}/distribution", { params: { path: { kind: "mesh" }, query: { ...f, bucket_width: width, tail_fraction: 0.05 } }, signal }),
+  );
+  return {
+    bins: r.histogram.map((b) => ({ lo_us: b.lower, hi_us: b.upper, count: b.count })),
+    cdf: r.cdf.map((p) => ({ x_us: p.value, p: p.fraction })),
+    tail: (r.tail_cdf ?? []).map((p) => ({ x_us: p.value, p: p.fraction })),
+    bucketUs: r.bucket_width,
+  };
 }
 
 export interface QuorumVM {
@@ -149,49 +245,220 @@ export interface QuorumVM {
   n: number;
   summary: SummaryVM;
   cdf: CdfPoint[];
+  tail: CdfPoint[];
 }
 
+type QuorumRow = S["Summary"] & {
+  agent_id: string;
+  group_name: string;
+  quorum: string;
+};
+
+/** Quorum groups the source node reports, each with its latency summary and CDF. */
 export async function getQuorum(q: PairQuery, signal?: AbortSignal): Promise<QuorumVM[]> {
-  void [q, signal];
-  throw new Error("quorum endpoint not available");
+  if (q.level !== "node") return [];
+  const agents = await fleet();
+  const src = idsFor(agents, "node", q.src);
+  const r = unwrap(await api.GET("/api/v1/analytics/quorum/compare", { params: { query: { ...range(q), src: list(src) } }, signal })) as unknown as { quorums?: QuorumRow[] };
+  const rows = r.quorums ?? [];
+  return Promise.all(
+    rows.map(async (row) => {
+      const [k, n] = row.quorum.replace("Q", "").split("/").map(Number);
+      const d = unwrap(
+        await api.GET("/api/v1/analytics/{kind}/distribution", {
+          params: { path: { kind: "quorum" }, query: { ...range(q), src: [row.agent_id], group_name: [row.group_name], bucket_width: 1000, tail_fraction: 0.05 } },
+          signal,
+        }),
+      );
+      return {
+        name: row.group_name,
+        k: k ?? 0,
+        n: n ?? 0,
+        summary: toSummary(row),
+        cdf: d.cdf.map((p) => ({ x_us: p.value, p: p.fraction })),
+        tail: (d.tail_cdf ?? []).map((p) => ({ x_us: p.value, p: p.fraction })),
+      };
+    }),
+  );
 }
 
 export async function getBoxes(q: RangeQuery & { groupBy: "topology_class" | "payload_bytes" }, signal?: AbortSignal): Promise<BoxVM[]> {
-  void [q, signal];
-  throw new Error("box-plot endpoint not available");
+  const r = unwrap(await api.GET("/api/v1/analytics/{kind}/boxplots", { params: { path: { kind: "mesh" }, query: { ...range(q), group_by: q.groupBy } }, signal }));
+  return r.boxes
+    .filter((b) => b.group !== null && b.p5 !== null && b.p25 !== null && b.p50 !== null && b.p75 !== null && b.p95 !== null)
+    .map((b) => ({ group: String(b.group), p5: b.p5!, p25: b.p25!, p50: b.p50!, p75: b.p75!, p95: b.p95!, mean: b.mean ?? b.p50!, count: b.count }));
 }
 
-export async function getPairLines(q: RangeQuery & { topologyClass: string; windowS: number }, signal?: AbortSignal): Promise<NamedSeries[]> {
-  void [q, signal];
-  throw new Error("pair series endpoint not available");
+/** Windowed medians of node pairs of a topology class (seed 003 Fig. 8), at most `limit` pairs. */
+export async function getPairLines(q: RangeQuery & { topologyClass: string; windowS: number; limit?: number }, signal?: AbortSignal): Promise<NamedSeries[]> {
+  const [agents, pairs] = await Promise.all([fleet(), api.GET("/api/v1/agents/pairs", { signal }).then(unwrap)]);
+  const name = new Map(agents.map((a) => [a.id, a.name]));
+  const label = (p: { src_agent_id: string; dst_agent_id: string }) => `${name.get(p.src_agent_id) ?? p.src_agent_id} → ${name.get(p.dst_agent_id) ?? p.dst_agent_id}`;
+  const chosen = pairs
+    .filter((p) => p.topology_class === q.topologyClass)
+    .sort((a, b) => label(a).localeCompare(label(b)))
+    .slice(0, q.limit ?? 8);
+  const series = await Promise.all(
+    chosen.map(async (p) => {
+      const r = unwrap(
+        await api.GET("/api/v1/analytics/{kind}/series", {
+          params: { path: { kind: "mesh" }, query: { ...range(q), src: [p.src_agent_id], dst: [p.dst_agent_id], window_s: q.windowS, percentiles: "50" } },
+          signal,
+        }),
+      );
+      const windows = r.groups[0]?.windows ?? [];
+      return { name: label(p), points: windows.map((w) => ({ t: Date.parse(w.start), v: num((w as Record<string, unknown>).p50) })) };
+    }),
+  );
+  return series.filter((s) => s.points.length > 0);
 }
+
+// ---- storage ----
+
+interface ComparisonRow {
+  provider: string;
+  op: string;
+  size_bytes: number;
+  samples: number;
+  failures: number;
+  failure_rate: number | null;
+  median_latency_ms: number | null;
+  median_adj_latency_ms: number | null;
+  p90_latency_ms: number | null;
+  median_adj_latency_per_bit_ns: number | null;
+}
+
+const msToUs = (v: number | null | undefined) => (v === null || v === undefined ? null : v * 1000);
 
 export async function getStorageComparison(q: RangeQuery, signal?: AbortSignal): Promise<StorageRow[]> {
-  void [q, signal];
-  throw new Error("storage comparison endpoint not available");
+  const variants = ["plain", "gzip9"];
+  const answers = await Promise.all(
+    variants.map((variant) =>
+      api
+        .GET("/api/v1/analytics/storage/comparison", { params: { query: { ...range(q), variant: [variant], op: ["put,get"] } }, signal })
+        .then(unwrap)
+        .then((r) => ({ variant, rows: ((r as unknown as { rows?: ComparisonRow[] }).rows ?? []) })),
+    ),
+  );
+  return answers.flatMap(({ variant, rows }) =>
+    rows.map((r) => ({
+      provider: r.provider,
+      target: r.provider,
+      op: r.op,
+      variant,
+      size_bytes: r.size_bytes,
+      count: r.samples,
+      failures: r.failures,
+      p50_us: msToUs(r.median_latency_ms),
+      p50_adjusted_us: msToUs(r.median_adj_latency_ms),
+      p90_us: msToUs(r.p90_latency_ms),
+      per_bit_us: r.median_adj_latency_per_bit_ns === null ? null : r.median_adj_latency_per_bit_ns / 1000,
+    })),
+  );
 }
 
-export async function getStorageCdf(q: RangeQuery & { op: string; sizeBytes: number }, signal?: AbortSignal): Promise<CdfSeries[]> {
-  void [q, signal];
-  throw new Error("storage CDF endpoint not available");
+async function targetsByProvider(signal?: AbortSignal): Promise<Map<string, string[]>> {
+  const targets = unwrap(await api.GET("/api/v1/storage-targets", { signal }));
+  const m = new Map<string, string[]>();
+  for (const t of targets) m.set(t.provider, [...(m.get(t.provider) ?? []), t.id]);
+  return m;
 }
 
-export async function getDailyMedians(q: RangeQuery & { op: string; sizeBytes: number }, signal?: AbortSignal): Promise<DailyMedian[]> {
-  void [q, signal];
-  throw new Error("daily medians endpoint not available");
+/** One CDF per provider for an op (and size), from the storage distribution endpoint. */
+async function storageCdfs(q: RangeQuery, query: { op: string; size_bytes?: number; variant?: string; adjusted?: boolean }, signal?: AbortSignal): Promise<CdfSeries[]> {
+  const byProvider = await targetsByProvider(signal);
+  const out = await Promise.all(
+    [...byProvider].sort().map(async ([provider, ids]) => {
+      const r = unwrap(
+        await api.GET("/api/v1/analytics/{kind}/distribution", {
+          params: {
+            path: { kind: "storage" },
+            query: {
+              ...range(q),
+              target: list(ids),
+              op: [query.op],
+              size_bytes: query.size_bytes ? [String(query.size_bytes)] : undefined,
+              variant: query.variant ? [query.variant] : undefined,
+              adjusted: query.adjusted,
+              bucket_width: 1000,
+              tail_fraction: 0.05,
+            },
+          },
+          signal,
+        }),
+      );
+      return { name: provider, points: r.cdf.map((p) => ({ x_us: p.value, p: p.fraction })) };
+    }),
+  );
+  return out.filter((s) => s.points.length > 0);
+}
+
+export async function getStorageCdf(q: RangeQuery & { op: string; sizeBytes: number; adjusted?: boolean }, signal?: AbortSignal): Promise<CdfSeries[]> {
+  return storageCdfs(q, { op: q.op, size_bytes: q.sizeBytes, variant: "plain", adjusted: q.adjusted }, signal);
+}
+
+interface DailySeries {
+  provider: string;
+  op: string;
+  size_bytes: number;
+  days: { day: string; median_latency_ms?: number | null; median_adj_latency_ms?: number | null }[];
+}
+
+export async function getDailyMedians(q: RangeQuery & { op: string; sizeBytes: number; adjusted?: boolean }, signal?: AbortSignal): Promise<DailyMedian[]> {
+  const r = unwrap(
+    await api.GET("/api/v1/analytics/storage/daily-medians", {
+      params: { query: { ...range(q), op: [q.op], size_bytes: [String(q.sizeBytes)], variant: ["plain"] } },
+      signal,
+    }),
+  ) as unknown as { series?: DailySeries[] };
+  return (r.series ?? []).flatMap((s) => s.days.map((d) => ({ day: d.day, provider: s.provider, p50_us: msToUs(q.adjusted ? d.median_adj_latency_ms : d.median_latency_ms) })));
+}
+
+interface ReplicationRow {
+  op: string;
+  size_bytes: number;
+  copies: number;
+  std_ms: number | null;
+  p90_ms: number | null;
 }
 
 export async function getReplication(q: RangeQuery, signal?: AbortSignal): Promise<XYRow[]> {
-  void [q, signal];
-  throw new Error("replication endpoint not available");
+  const r = unwrap(await api.GET("/api/v1/analytics/storage/replication", { params: { query: range(q) }, signal })) as unknown as { rows?: ReplicationRow[] };
+  return (r.rows ?? []).flatMap((row) => {
+    const label = `${row.op} ${formatBytes(row.size_bytes)}`;
+    return [
+      { series: `${label} std dev`, x: row.copies, y: msToUs(row.std_ms) },
+      { series: `${label} p90`, x: row.copies, y: msToUs(row.p90_ms) },
+    ];
+  });
 }
 
 export async function getConsistency(q: RangeQuery, signal?: AbortSignal): Promise<CdfSeries[]> {
-  void [q, signal];
-  throw new Error("consistency endpoint not available");
+  const [raw, list] = await Promise.all([storageCdfs(q, { op: "read_after_write" }, signal), storageCdfs(q, { op: "list_after_write" }, signal)]);
+  return [...raw.map((s) => ({ ...s, name: `${s.name} read-after-write` })), ...list.map((s) => ({ ...s, name: `${s.name} list-after-write` }))];
 }
 
+/** Aggregate throughput by concurrency: parallel operations × object size / median latency. */
 export async function getConcurrency(q: RangeQuery, signal?: AbortSignal): Promise<XYRow[]> {
-  void [q, signal];
-  throw new Error("concurrency endpoint not available");
+  const targets = unwrap(await api.GET("/api/v1/storage-targets", { signal }));
+  const provider = new Map(targets.map((t) => [t.id, t.provider]));
+  const levels = [...new Set(targets.flatMap((t) => (t.variants.concurrency?.enabled ? (t.variants.concurrency.levels ?? []) : [])))].sort((a, b) => a - b);
+  const probe = levels.length ? levels : [1, 2, 4, 8, 16, 32];
+  const rows = await Promise.all(
+    probe.map(async (c) => {
+      const s = unwrap(
+        await api.GET("/api/v1/analytics/{kind}/summary", {
+          params: { path: { kind: "storage" }, query: { ...range(q), variant: ["concurrent"], concurrency: [String(c)], group_by: "target_op_size", percentiles: "50" } },
+          signal,
+        }),
+      );
+      return s.groups.flatMap((g) => {
+        const [target, op, size] = Array.isArray(g.group) ? (g.group as [string, string, number]) : ["", "", 0];
+        const med = g.percentiles["p50"];
+        if (!med || !size) return [];
+        return [{ series: `${provider.get(target) ?? target} ${op}`, x: c, y: (c * size) / (med / 1e6) }];
+      });
+    }),
+  );
+  return rows.flat();
 }

@@ -311,6 +311,315 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/analytics/{kind}/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Count, loss rate, mean, std dev, CoV, min, max, p5...p99.999, tail ratios */
+        get: operations["get_summary_api_v1_analytics__kind__summary_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/series": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Statistics in time windows (default 30 s) with chosen percentiles */
+        get: operations["get_series_api_v1_analytics__kind__series_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/series.csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** CSV export of a windowed series */
+        get: operations["get_series_csv_api_v1_analytics__kind__series_csv_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/distribution": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Histogram with a chosen bucket width, CDF and a tail slice of the CDF */
+        get: operations["get_distribution_api_v1_analytics__kind__distribution_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/boxplots": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Box plots per group: p25/p50/p75 box, p5/p95 whiskers and the mean */
+        get: operations["get_boxplots_api_v1_analytics__kind__boxplots_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/heatmap": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A statistic for every (src, dst) at node, zone, region or provider level */
+        get: operations["get_heatmap_api_v1_analytics__kind__heatmap_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/level-shifts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Change points of windowed medians with segment levels and step sizes */
+        get: operations["get_level_shifts_api_v1_analytics__kind__level_shifts_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/cycles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Cyclical patterns: strongest periods of the windowed medians */
+        get: operations["get_cycles_api_v1_analytics__kind__cycles_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/asymmetry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Direction asymmetry: the statistic A->B against B->A */
+        get: operations["get_asymmetry_api_v1_analytics__kind__asymmetry_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/welch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Welch's t-test between two groups of a grouping (e.g. topology classes) */
+        get: operations["get_welch_api_v1_analytics__kind__welch_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/{kind}/cv-rmse": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** CV_RMSE between two pairs' windowed means */
+        get: operations["get_cv_rmse_api_v1_analytics__kind__cv_rmse_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/mesh/detours": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Detours: RTT(A,C) close to RTT(A,B) + RTT(B,C) and far above its peers */
+        get: operations["get_detours_api_v1_analytics_mesh_detours_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/quorum/compare": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Quorum latency (Qk/n) beside node-to-node RTT from the same senders */
+        get: operations["get_quorum_compare_api_v1_analytics_quorum_compare_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/storage/comparison": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Median PUT/GET by provider (or target) x op x size, raw and RTT-adjusted, failure rates and latency per bit */
+        get: operations["get_storage_comparison_api_v1_analytics_storage_comparison_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/storage/daily-medians": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Median latency of each UTC day by provider (or target) x op x size */
+        get: operations["get_storage_daily_api_v1_analytics_storage_daily_medians_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/storage/replication": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Std dev and p90 of replicated GETs by number of copies */
+        get: operations["get_storage_replication_api_v1_analytics_storage_replication_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/storage-targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Storage Targets */
+        get: operations["list_storage_targets_api_v1_storage_targets_get"];
+        put?: never;
+        /** Create Storage Target */
+        post: operations["create_storage_target_api_v1_storage_targets_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/storage-targets/{target_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Storage Target */
+        get: operations["get_storage_target_api_v1_storage_targets__target_id__get"];
+        put?: never;
+        post?: never;
+        /** Delete Storage Target */
+        delete: operations["delete_storage_target_api_v1_storage_targets__target_id__delete"];
+        options?: never;
+        head?: never;
+        /** Update Storage Target */
+        patch: operations["update_storage_target_api_v1_storage_targets__target_id__patch"];
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -429,6 +738,15 @@ export interface components {
             mesh_address?: string | null;
             metadata?: components["schemas"]["AgentMetadata"] | null;
         };
+        /**
+         * AnalysisResponse
+         * @description Analyses with kind-specific rows (storage, quorum, cycles, asymmetry, detours).
+         */
+        AnalysisResponse: {
+            source: components["schemas"]["SourceInfo"] | null;
+        } & {
+            [key: string]: unknown;
+        };
         /** ApiKeyCreate */
         ApiKeyCreate: {
             /** Name */
@@ -481,12 +799,149 @@ export interface components {
             /** Revoked At */
             revoked_at: string | null;
         };
+        /** Box */
+        Box: {
+            /** Group */
+            group: unknown;
+            /** Count */
+            count: number;
+            /** P5 */
+            p5: number | null;
+            /** P25 */
+            p25: number | null;
+            /** P50 */
+            p50: number | null;
+            /** P75 */
+            p75: number | null;
+            /** P95 */
+            p95: number | null;
+            /** Mean */
+            mean: number | null;
+            /** Loss Rate */
+            loss_rate: number | null;
+        };
+        /** BoxplotResponse */
+        BoxplotResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Group By */
+            group_by: string;
+            /** Boxes */
+            boxes: components["schemas"]["Box"][];
+        };
+        /** CdfPoint */
+        CdfPoint: {
+            /** Value */
+            value: number;
+            /** Fraction */
+            fraction: number;
+        };
         /** Component */
         Component: {
             /** Ok */
             ok: boolean;
             /** Detail */
             detail: string;
+        };
+        /** Concurrency */
+        Concurrency: {
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled: boolean;
+            /** Levels */
+            levels?: number[];
+            /**
+             * Size Bytes
+             * @default 10485760
+             */
+            size_bytes: number;
+        };
+        /** Consistency */
+        Consistency: {
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled: boolean;
+            /**
+             * Read After Write
+             * @default true
+             */
+            read_after_write: boolean;
+            /**
+             * List After Write
+             * @default true
+             */
+            list_after_write: boolean;
+            /**
+             * Size Bytes
+             * @default 1024
+             */
+            size_bytes: number;
+            /**
+             * Poll Interval Ms
+             * @default 10
+             */
+            poll_interval_ms: number;
+            /**
+             * Max Wait Ms
+             * @default 30000
+             */
+            max_wait_ms: number;
+        };
+        /**
+         * CredentialsPublic
+         * @description What a read API says about credentials: where they come from, never their value.
+         */
+        CredentialsPublic: {
+            /** Source */
+            source: string;
+            /** Path */
+            path?: string | null;
+            /** Env Vars */
+            env_vars?: {
+                [key: string]: string;
+            };
+            /**
+             * Has Secret
+             * @default false
+             */
+            has_secret: boolean;
+            /** Account Name */
+            account_name?: string | null;
+        };
+        /** CvRmseResponse */
+        CvRmseResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Window S */
+            window_s: number;
+            /** Windows */
+            windows: number;
+            /** Cv Rmse */
+            cv_rmse: number | null;
+        };
+        /** DistributionResponse */
+        DistributionResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Count */
+            count: number;
+            /** Bucket Width */
+            bucket_width: number;
+            /** Histogram */
+            histogram: components["schemas"]["HistogramBucket"][];
+            /** Cdf */
+            cdf: components["schemas"]["CdfPoint"][];
+            /** Tail Fraction */
+            tail_fraction: number | null;
+            /** Tail Cdf */
+            tail_cdf: components["schemas"]["CdfPoint"][] | null;
         };
         /** EnrollRequest */
         EnrollRequest: {
@@ -586,6 +1041,55 @@ export interface components {
             /** Revoked At */
             revoked_at: string | null;
         };
+        /**
+         * EnvCredentials
+         * @description Secrets in the agent host's environment; only the variable names are stored.
+         */
+        EnvCredentials: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            source: "env";
+            /** Access Key Id Var */
+            access_key_id_var?: string | null;
+            /** Secret Access Key Var */
+            secret_access_key_var?: string | null;
+            /** Session Token Var */
+            session_token_var?: string | null;
+            /** Account Name Var */
+            account_name_var?: string | null;
+            /** Account Key Var */
+            account_key_var?: string | null;
+            /** Sas Token Var */
+            sas_token_var?: string | null;
+            /** Service Account Json Var */
+            service_account_json_var?: string | null;
+        };
+        /**
+         * FileCredentials
+         * @description A JSON file on the agent host (a GCS service-account key file is used as it is).
+         */
+        FileCredentials: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            source: "file";
+            /** Path */
+            path: string;
+        };
+        /** Gzip9 */
+        Gzip9: {
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled: boolean;
+            /** Contents */
+            contents?: ("binary" | "text")[];
+            sizes_bytes?: components["schemas"]["Sizes"] | null;
+        };
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -600,6 +1104,44 @@ export interface components {
             worker: components["schemas"]["Component"];
             beat: components["schemas"]["Component"];
         };
+        /** HeatmapCell */
+        HeatmapCell: {
+            /** Src */
+            src: string;
+            /** Dst */
+            dst: string;
+            /** Value */
+            value: number | null;
+            /** Count */
+            count: number;
+            /** Samples */
+            samples: number;
+        };
+        /** HeatmapResponse */
+        HeatmapResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Level */
+            level: string;
+            /** Stat */
+            stat: string;
+            /** Rows */
+            rows: string[];
+            /** Columns */
+            columns: string[];
+            /** Cells */
+            cells: components["schemas"]["HeatmapCell"][];
+        };
+        /** HistogramBucket */
+        HistogramBucket: {
+            /** Lower */
+            lower: number;
+            /** Upper */
+            upper: number;
+            /** Count */
+            count: number;
+        };
         /** IngestAccepted */
         IngestAccepted: {
             /**
@@ -610,6 +1152,66 @@ export interface components {
             accepted: components["schemas"]["AcceptedCounts"];
             /** Duplicate */
             duplicate: boolean;
+        };
+        /**
+         * InlineCredentials
+         * @description Secrets kept encrypted on the server and sent only to the assigned agents.
+         */
+        InlineCredentials: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            source: "inline";
+            /** Access Key Id */
+            access_key_id?: string | null;
+            /** Secret Access Key */
+            secret_access_key?: string | null;
+            /** Session Token */
+            session_token?: string | null;
+            /** Account Name */
+            account_name?: string | null;
+            /** Account Key */
+            account_key?: string | null;
+            /** Sas Token */
+            sas_token?: string | null;
+            /** Service Account Json */
+            service_account_json?: string | null;
+        };
+        /** LevelShift */
+        LevelShift: {
+            /**
+             * Time
+             * Format: date-time
+             */
+            time: string;
+            /** Window Index */
+            window_index: number;
+            /** Step */
+            step: number;
+            /** Level Before */
+            level_before: number;
+            /** Level After */
+            level_after: number;
+        };
+        /** LevelShiftResponse */
+        LevelShiftResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Window S */
+            window_s: number;
+            /**
+             * Noise
+             * @description robust noise sigma of the windowed medians
+             */
+            noise: number;
+            /** Shifts */
+            shifts: components["schemas"]["LevelShift"][];
+            /** Segments */
+            segments: components["schemas"]["Segment"][];
+            /** Medians */
+            medians: components["schemas"]["WindowMedian"][];
         };
         /** LoginRequest */
         LoginRequest: {
@@ -659,6 +1261,17 @@ export interface components {
              */
             timeout_ms: number;
         };
+        /**
+         * NoCredentials
+         * @description Anonymous access (public buckets, local emulators).
+         */
+        NoCredentials: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            source: "none";
+        };
         /** OrgPublic */
         OrgPublic: {
             /**
@@ -685,6 +1298,293 @@ export interface components {
             /** Rollup Retention Days */
             rollup_retention_days?: number | null;
             mesh_settings?: components["schemas"]["MeshSettings"] | null;
+        };
+        /** Replication */
+        Replication: {
+            /**
+             * Enabled
+             * @default false
+             */
+            enabled: boolean;
+            /**
+             * Copies
+             * @default 3
+             */
+            copies: number;
+            /** Sizes Bytes */
+            sizes_bytes?: number[] | null;
+        };
+        /** Segment */
+        Segment: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /**
+             * End
+             * Format: date-time
+             */
+            end: string;
+            /** Level */
+            level: number;
+            /** Step */
+            step: number | null;
+        };
+        /** SeriesGroup */
+        SeriesGroup: {
+            /** Group */
+            group: unknown;
+            /** Windows */
+            windows: components["schemas"]["Window"][];
+        };
+        /** SeriesResponse */
+        SeriesResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Window S */
+            window_s: number;
+            /** Percentiles */
+            percentiles: string[];
+            /** Groups */
+            groups: components["schemas"]["SeriesGroup"][];
+        };
+        /** Sizes */
+        Sizes: {
+            /** Binary */
+            binary?: number[];
+            /** Text */
+            text?: number[];
+        };
+        /** SourceInfo */
+        SourceInfo: {
+            /**
+             * Resolution
+             * @description raw samples (exact) or the rollup level that answered
+             * @enum {string}
+             */
+            resolution: "raw" | "1m" | "1h" | "1d";
+            /**
+             * Start
+             * Format: date-time
+             * @description range actually covered (aligned to the resolution)
+             */
+            start: string;
+            /**
+             * End
+             * Format: date-time
+             */
+            end: string;
+            /**
+             * Exact
+             * @description true for raw samples; sketches are within 1% otherwise
+             */
+            exact: boolean;
+        };
+        /** StorageTargetCreate */
+        StorageTargetCreate: {
+            /**
+             * Endpoint
+             * @description Empty for the provider's public endpoint
+             * @default
+             */
+            endpoint: string;
+            /**
+             * Region
+             * @default
+             */
+            region: string;
+            /**
+             * Prefix
+             * @description Every probe object lives under <prefix><agent_id>/
+             * @default stormwatch-probe/
+             */
+            prefix: string;
+            /**
+             * Path Style
+             * @default false
+             */
+            path_style: boolean;
+            /**
+             * Interval S
+             * @default 600
+             */
+            interval_s: number;
+            /**
+             * Op Timeout Ms
+             * @default 120000
+             */
+            op_timeout_ms: number;
+            /** Contents */
+            contents?: ("binary" | "text")[];
+            sizes_bytes?: components["schemas"]["Sizes"];
+            variants?: components["schemas"]["Variants"];
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * Assign All
+             * @description Probe from every agent of the org
+             * @default false
+             */
+            assign_all: boolean;
+            /** Agent Ids */
+            agent_ids?: string[];
+            /** Name */
+            name: string;
+            /**
+             * Provider
+             * @enum {string}
+             */
+            provider: "s3" | "azure" | "gcs";
+            /**
+             * Bucket
+             * @description Bucket, or Azure container
+             */
+            bucket: string;
+            /** Credentials */
+            credentials: components["schemas"]["EnvCredentials"] | components["schemas"]["FileCredentials"] | components["schemas"]["InlineCredentials"] | components["schemas"]["NoCredentials"];
+        };
+        /** StorageTargetPublic */
+        StorageTargetPublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Name */
+            name: string;
+            /** Provider */
+            provider: string;
+            /** Endpoint */
+            endpoint: string;
+            /** Region */
+            region: string;
+            /** Bucket */
+            bucket: string;
+            /** Prefix */
+            prefix: string;
+            /** Path Style */
+            path_style: boolean;
+            /** Interval S */
+            interval_s: number;
+            /** Op Timeout Ms */
+            op_timeout_ms: number;
+            /** Contents */
+            contents: string[];
+            sizes_bytes: components["schemas"]["Sizes"];
+            variants: components["schemas"]["Variants"];
+            /** Enabled */
+            enabled: boolean;
+            /** Assign All */
+            assign_all: boolean;
+            /** Agent Ids */
+            agent_ids: string[];
+            credentials: components["schemas"]["CredentialsPublic"];
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /**
+         * StorageTargetUpdate
+         * @description Any subset of fields; `credentials` replaces the stored reference whole.
+         */
+        StorageTargetUpdate: {
+            /** Name */
+            name?: string | null;
+            /** Bucket */
+            bucket?: string | null;
+            /** Endpoint */
+            endpoint?: string | null;
+            /** Region */
+            region?: string | null;
+            /** Prefix */
+            prefix?: string | null;
+            /** Path Style */
+            path_style?: boolean | null;
+            /** Interval S */
+            interval_s?: number | null;
+            /** Op Timeout Ms */
+            op_timeout_ms?: number | null;
+            /** Contents */
+            contents?: ("binary" | "text")[] | null;
+            sizes_bytes?: components["schemas"]["Sizes"] | null;
+            variants?: components["schemas"]["Variants"] | null;
+            /** Enabled */
+            enabled?: boolean | null;
+            /** Assign All */
+            assign_all?: boolean | null;
+            /** Agent Ids */
+            agent_ids?: string[] | null;
+            /** Credentials */
+            credentials?: (components["schemas"]["EnvCredentials"] | components["schemas"]["FileCredentials"] | components["schemas"]["InlineCredentials"] | components["schemas"]["NoCredentials"]) | null;
+        };
+        /** Summary */
+        Summary: {
+            /** Group */
+            group?: unknown;
+            /**
+             * Samples
+             * @description every sample, including losses and failures
+             */
+            samples: number;
+            /**
+             * Count
+             * @description samples with a value
+             */
+            count: number;
+            /** Failures */
+            failures: number;
+            /** Loss Rate */
+            loss_rate: number | null;
+            /** Mean */
+            mean: number | null;
+            /** Std */
+            std: number | null;
+            /**
+             * Cov
+             * @description std / mean
+             */
+            cov: number | null;
+            /** Min */
+            min: number | null;
+            /** Max */
+            max: number | null;
+            /**
+             * Percentiles
+             * @description p5 ... p99_999 keyed p<pct>
+             */
+            percentiles: {
+                [key: string]: number | null;
+            };
+            /** P99 99 Over Mean */
+            p99_99_over_mean: number | null;
+            /** Max Over Mean */
+            max_over_mean: number | null;
+            /** Exact */
+            exact: boolean;
+        } & {
+            [key: string]: unknown;
+        };
+        /** SummaryResponse */
+        SummaryResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Group By */
+            group_by: string;
+            /** Groups */
+            groups: components["schemas"]["Summary"][];
         };
         /** UserCreate */
         UserCreate: {
@@ -727,6 +1627,79 @@ export interface components {
             input?: unknown;
             /** Context */
             ctx?: Record<string, never>;
+        };
+        /** Variants */
+        Variants: {
+            gzip9?: components["schemas"]["Gzip9"];
+            replication?: components["schemas"]["Replication"];
+            consistency?: components["schemas"]["Consistency"];
+            concurrency?: components["schemas"]["Concurrency"];
+        };
+        /** WelchResponse */
+        WelchResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Group By */
+            group_by: string;
+            /** A */
+            a: string;
+            /** B */
+            b: string;
+            /** Mean A */
+            mean_a: number;
+            /** Mean B */
+            mean_b: number;
+            /** Std A */
+            std_a: number | null;
+            /** Std B */
+            std_b: number | null;
+            /** Count A */
+            count_a: number;
+            /** Count B */
+            count_b: number;
+            /** T */
+            t: number;
+            /** Dof */
+            dof: number;
+            /** P Value */
+            p_value: number;
+            /** Difference */
+            difference: number;
+        };
+        /** Window */
+        Window: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /** Samples */
+            samples: number;
+            /** Count */
+            count: number;
+            /** Loss Rate */
+            loss_rate: number | null;
+            /** Mean */
+            mean: number | null;
+            /** Std */
+            std: number | null;
+            /** Min */
+            min: number | null;
+            /** Max */
+            max: number | null;
+        } & {
+            [key: string]: unknown;
+        };
+        /** WindowMedian */
+        WindowMedian: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /** P50 */
+            p50: number | null;
         };
         /** MeshSection */
         MeshSection: {
@@ -1481,6 +2454,1146 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_summary_api_v1_analytics__kind__summary_get: {
+        parameters: {
+            query?: {
+                group_by?: string;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                percentiles?: string | null;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SummaryResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_series_api_v1_analytics__kind__series_get: {
+        parameters: {
+            query?: {
+                window_s?: number;
+                percentiles?: string;
+                group_by?: string;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SeriesResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_series_csv_api_v1_analytics__kind__series_csv_get: {
+        parameters: {
+            query?: {
+                window_s?: number;
+                percentiles?: string;
+                group_by?: string;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_distribution_api_v1_analytics__kind__distribution_get: {
+        parameters: {
+            query?: {
+                bucket_width?: number;
+                tail_fraction?: number | null;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DistributionResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_boxplots_api_v1_analytics__kind__boxplots_get: {
+        parameters: {
+            query?: {
+                group_by?: string;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BoxplotResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_heatmap_api_v1_analytics__kind__heatmap_get: {
+        parameters: {
+            query?: {
+                level?: string;
+                stat?: string;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeatmapResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_level_shifts_api_v1_analytics__kind__level_shifts_get: {
+        parameters: {
+            query?: {
+                window_s?: number;
+                /** @description smallest step to report (default 3 noise sigmas) */
+                min_step?: number | null;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LevelShiftResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_cycles_api_v1_analytics__kind__cycles_get: {
+        parameters: {
+            query?: {
+                window_s?: number;
+                min_period_s?: number;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_asymmetry_api_v1_analytics__kind__asymmetry_get: {
+        parameters: {
+            query?: {
+                level?: string;
+                stat?: string;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_welch_api_v1_analytics__kind__welch_get: {
+        parameters: {
+            query: {
+                a: string;
+                b: string;
+                group_by?: string;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WelchResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_cv_rmse_api_v1_analytics__kind__cv_rmse_get: {
+        parameters: {
+            query: {
+                a: string;
+                b: string;
+                window_s?: number;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CvRmseResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_detours_api_v1_analytics_mesh_detours_get: {
+        parameters: {
+            query?: {
+                level?: string;
+                tolerance?: number;
+                min_excess?: number;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_quorum_compare_api_v1_analytics_quorum_compare_get: {
+        parameters: {
+            query?: {
+                members?: string[] | null;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_storage_comparison_api_v1_analytics_storage_comparison_get: {
+        parameters: {
+            query?: {
+                by?: "provider" | "target";
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_storage_daily_api_v1_analytics_storage_daily_medians_get: {
+        parameters: {
+            query?: {
+                by?: "provider" | "target";
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_storage_replication_api_v1_analytics_storage_replication_get: {
+        parameters: {
+            query?: {
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (or quorum/storage agents) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_storage_targets_api_v1_storage_targets_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageTargetPublic"][];
+                };
+            };
+        };
+    };
+    create_storage_target_api_v1_storage_targets_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StorageTargetCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageTargetPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_storage_target_api_v1_storage_targets__target_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                target_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageTargetPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    delete_storage_target_api_v1_storage_targets__target_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                target_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    update_storage_target_api_v1_storage_targets__target_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                target_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["StorageTargetUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StorageTargetPublic"];
+                };
             };
             /** @description Validation Error */
             422: {

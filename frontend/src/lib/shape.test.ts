@@ -53,6 +53,22 @@ describe("distributions", () => {
     expect(niceStep(0.0031)).toBeCloseTo(0.005);
     expect(niceStep(170)).toBe(200);
   });
+  it("gathers the slowest buckets past the clip value into one overflow bucket", () => {
+    const h = histRows(
+      [
+        { lo_us: 0, hi_us: 10, count: 5 },
+        { lo_us: 10, hi_us: 20, count: 3 },
+        { lo_us: 500, hi_us: 510, count: 1 },
+        { lo_us: 900, hi_us: 910, count: 1 },
+      ],
+      20,
+    );
+    expect(h.map((b) => [b.lo_us, b.count, Boolean(b.overflow)])).toEqual([
+      [0, 5, false],
+      [10, 3, false],
+      [500, 2, true],
+    ]);
+  });
   it("orders box plots by topology class and spans p5 to p95", () => {
     const b = (group: string) => ({ group, p5: 1, p25: 2, p50: 3, p75: 4, p95: 5, mean: 3.2, count: 9 });
     const rows = boxRows([b("cross_region"), b("self"), b("cross_az")], ["self", "same_subnet", "cross_az", "cross_region"]);

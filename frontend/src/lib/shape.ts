@@ -49,12 +49,23 @@ export function ecdf(values: number[]): CdfPoint[] {
 export interface HistRow extends HistBin {
   mid_us: number;
   share: number;
+  /** the last bucket gathering everything at or above the clip value */
+  overflow?: boolean;
 }
 
 /** Bins with mid-points and their share of all samples; empty buckets between are filled in. */
-export function histRows(bins: HistBin[], maxFill = 4000): HistRow[] {
+export function histRows(bins: HistBin[], clipAbove?: number, maxFill = 4000): HistRow[] {
   const total = bins.reduce((s, b) => s + b.count, 0) || 1;
-  const sorted = [...bins].sort((a, b) => a.lo_us - b.lo_us);
+  let sorted = [...bins].sort((a, b) => a.lo_us - b.lo_us);
+  let over: HistBin | null = null;
+  if (clipAbove !== undefined) {
+    const above = sorted.filter((b) => b.hi_us > clipAbove);
+    // Merge only a real tail: at least two buckets past the clip value.
+    if (above.length > 1) {
+      sorted = sorted.filter((b) => b.hi_us <= clipAbove);
+      over = { lo_us: above[0]!.lo_us, hi_us: above[above.length - 1]!.hi_us, count: above.reduce((s, b) => s + b.count, 0) };
+    }
+  }
   const first = sorted[0];
   const last = sorted[sorted.length - 1];
   let filled = sorted;
@@ -66,7 +77,9 @@ export function histRows(bins: HistBin[], maxFill = 4000): HistRow[] {
       filled = Array.from({ length: n }, (_, i) => byIdx.get(i) ?? { lo_us: first.lo_us + i * w, hi_us: first.lo_us + (i + 1) * w, count: 0 });
     }
   }
-  return filled.map((b) => ({ ...b, mid_us: (b.lo_us + b.hi_us) / 2, share: b.count / total }));
+  const rows: HistRow[] = filled.map((b) => ({ ...b, mid_us: (b.lo_us + b.hi_us) / 2, share: b.count / total }));
+  if (over) rows.push({ ...over, mid_us: over.lo_us, share: over.count / total, overflow: true });
+  return rows;
 }
 
 /** A 1-2-5 step at or above x (for bucket widths and axis steps). */

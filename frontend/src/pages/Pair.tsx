@@ -1,4 +1,4 @@
-import { getPairCdf, getPairHistogram, getPairLevelShifts, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
+import { getPairDistribution, getPairLevelShifts, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
 import type { SummaryVM } from "../api/models";
 import { follow } from "../components/common/Link";
 import { CdfChart } from "../components/pair/CdfChart";
@@ -26,9 +26,6 @@ export function SummaryTable({ s }: { s: SummaryVM }) {
             <th>std dev</th>
             <th>CoV</th>
             <th>min</th>
-            {s.percentiles.map(([k]) => (
-              <th key={k}>{k}</th>
-            ))}
             <th>max</th>
             <th>p99.99/mean</th>
             <th>max/mean</th>
@@ -42,17 +39,35 @@ export function SummaryTable({ s }: { s: SummaryVM }) {
             <td>{formatUs(s.std_us)}</td>
             <td>{formatRatio(s.cov)}</td>
             <td>{formatUs(s.min_us)}</td>
-            {s.percentiles.map(([k, v]) => (
-              <td key={k}>{formatUs(v)}</td>
-            ))}
             <td>{formatUs(s.max_us)}</td>
             <td>{formatRatio(s.tail_mean_ratio)}</td>
             <td>{formatRatio(s.max_mean_ratio)}</td>
           </tr>
         </tbody>
       </table>
+      <table className="data" aria-label="Percentiles" style={{ marginTop: 8 }}>
+        <thead>
+          <tr>
+            {s.percentiles.map(([k]) => (
+              <th key={k}>{k}</th>
+            ))}
+          </tr>
+        </thead>
+        <tbody>
+          <tr>
+            {s.percentiles.map(([k, v]) => (
+              <td key={k}>{formatUs(v)}</td>
+            ))}
+          </tr>
+        </tbody>
+      </table>
     </div>
   );
+}
+
+/** The value at a quantile of a CDF (for the histogram's overflow bucket). */
+function cutoff(cdf: { x_us: number; p: number }[], q: number): number | undefined {
+  return cdf.find((p) => p.p >= q)?.x_us;
 }
 
 export default function Pair() {
@@ -74,8 +89,7 @@ export default function Pair() {
   const summary = useAsync((s) => (on ? getPairSummary(q, s) : Promise.resolve(null)), key, range.refresh);
   const timeline = useAsync((s) => (on ? getPairTimeline(q, windowS, s) : Promise.resolve([])), `${key}|${windowS}`, range.refresh);
   const shifts = useAsync((s) => (on ? getPairLevelShifts(q, windowS, s) : Promise.resolve([])), `${key}|${windowS}`, range.refresh);
-  const hist = useAsync((s) => (on ? getPairHistogram(q, bucketUs || null, s) : Promise.resolve([])), `${key}|${bucketUs}`, range.refresh);
-  const cdf = useAsync((s) => (on ? getPairCdf(q, s) : Promise.resolve([])), key, range.refresh);
+  const dist = useAsync((s) => (on ? getPairDistribution(q, bucketUs || null, s) : Promise.resolve(null)), `${key}|${bucketUs}`, range.refresh);
   const quorum = useAsync((s) => (on && level === "node" ? getQuorum(q, s) : Promise.resolve([])), key, range.refresh);
 
   if (!on) {
@@ -139,7 +153,7 @@ export default function Pair() {
       <div className="grid2">
         <Card
           title="Histogram"
-          note="counts on a log axis"
+          note={`counts on a log axis${dist.data ? `, ${formatUs(dist.data.bucketUs)} buckets` : ""}`}
           actions={
             <label className="muted">
               Bucket{" "}
@@ -154,8 +168,8 @@ export default function Pair() {
             </label>
           }
         >
-          <Async state={hist} isEmpty={(d) => d.length === 0}>
-            {(bins) => <Histogram bins={bins} logCounts />}
+          <Async state={dist} isEmpty={(d) => !d || d.bins.length === 0}>
+            {(d) => <Histogram bins={d!.bins} logCounts clipAbove={cutoff(d!.cdf, 0.999)} />}
           </Async>
         </Card>
         <Card
@@ -167,8 +181,8 @@ export default function Pair() {
             </button>
           }
         >
-          <Async state={cdf} isEmpty={(d) => d.length === 0}>
-            {(points) => <CdfChart series={[{ name: `${srcLabel} → ${dstLabel}`, points }]} tail={tail} />}
+          <Async state={dist} isEmpty={(d) => !d || d.cdf.length === 0}>
+            {(d) => <CdfChart series={[{ name: `${srcLabel} → ${dstLabel}`, points: tail ? d!.tail : d!.cdf }]} tail={tail} />}
           </Async>
         </Card>
       </div>
@@ -186,8 +200,8 @@ export default function Pair() {
                     <SummaryTable s={g.summary} />
                     <CdfChart
                       series={[
-                        { name: `${srcLabel} → ${dstLabel}`, points: cdf.data ?? [] },
-                        { name: `${g.name} Q${g.k}/${g.n}`, points: g.cdf },
+                        { name: `${srcLabel} → ${dstLabel}`, points: (tail ? dist.data?.tail : dist.data?.cdf) ?? [] },
+                        { name: `${g.name} Q${g.k}/${g.n}`, points: tail ? g.tail : g.cdf },
                       ]}
                       tail={tail}
                       height={240}

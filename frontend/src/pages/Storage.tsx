@@ -50,8 +50,8 @@ export default function Storage() {
   const comp = useAsync((s) => getStorageComparison(q, s), range.key, range.refresh);
   const sizes = [...new Set((comp.data ?? []).map((r) => r.size_bytes))].sort((a, b) => a - b);
   const cdfSize = size || sizes[0] || 0;
-  const cdf = useAsync((s) => (cdfSize ? getStorageCdf({ ...q, op, sizeBytes: cdfSize }, s) : Promise.resolve([])), `${range.key}|${op}|${cdfSize}`, range.refresh);
-  const daily = useAsync((s) => (cdfSize ? getDailyMedians({ ...q, op, sizeBytes: cdfSize }, s) : Promise.resolve([])), `${range.key}|${op}|${cdfSize}`, range.refresh);
+  const cdf = useAsync((s) => (cdfSize ? getStorageCdf({ ...q, op, sizeBytes: cdfSize, adjusted }, s) : Promise.resolve([])), `${range.key}|${op}|${cdfSize}|${adjusted}`, range.refresh);
+  const daily = useAsync((s) => (cdfSize ? getDailyMedians({ ...q, op, sizeBytes: cdfSize, adjusted }, s) : Promise.resolve([])), `${range.key}|${op}|${cdfSize}|${adjusted}`, range.refresh);
   const repl = useAsync((s) => getReplication(q, s), range.key, range.refresh);
   const cons = useAsync((s) => getConsistency(q, s), range.key, range.refresh);
   const conc = useAsync((s) => getConcurrency(q, s), range.key, range.refresh);
