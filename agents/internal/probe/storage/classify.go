@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"syscall"
 
 	"stormwatch/agents/internal/sample"
@@ -67,4 +68,15 @@ func classify(opCtx context.Context, statusOf func(error) int, err error) (sampl
 	}
 	// Whatever else failed below HTTP (DNS, TLS, a closed connection) is the network's.
 	return sample.StatusError, classNetwork
+}
+
+// queryString matches a URL's query in an error message: an Azure SAS token travels there.
+var queryString = regexp.MustCompile(`\?[^\s"']*`)
+
+// redact is how an error reaches a log line: URLs lose their query strings.
+func redact(err error) string {
+	if err == nil {
+		return ""
+	}
+	return queryString.ReplaceAllString(err.Error(), "?[redacted]")
 }

@@ -132,7 +132,7 @@ func (r *runner) runCycle(ctx context.Context) {
 	r.cycle++
 	r.measureRTT(ctx)
 	if err := r.connect(ctx); err != nil {
-		r.log.Warn("storage target unusable this cycle", "err", err)
+		r.log.Warn("storage target unusable this cycle", "err", redact(err))
 		r.emitUnusable(ctx, err)
 		return
 	}
@@ -261,7 +261,7 @@ func (r *runner) retried(ctx context.Context, s *sample.Storage, stored *atomic.
 			return true
 		}
 		r.log.Debug("storage operation failed", "op", s.Op, "variant", s.Variant,
-			"size_bytes", s.SizeBytes, "attempt", attempt, "error_class", res.class, "err", res.err)
+			"size_bytes", s.SizeBytes, "attempt", attempt, "error_class", res.class, "err", redact(res.err))
 	}
 	return false
 }
@@ -588,7 +588,7 @@ func (r *runner) cleanup(parent context.Context) {
 	keys, err := r.st.list(lctx, r.t.Prefix)
 	lcancel()
 	if err != nil {
-		r.log.Warn("storage clean-up: listing failed", "prefix", r.t.Prefix, "err", err)
+		r.log.Warn("storage clean-up: listing failed", "prefix", r.t.Prefix, "err", redact(err))
 	}
 	failed := 0
 	for _, k := range keys {

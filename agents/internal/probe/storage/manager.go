@@ -63,7 +63,7 @@ func (m *Manager) Apply(targets []json.RawMessage) {
 	for i, raw := range targets {
 		t, err := ParseTarget(raw)
 		if err != nil {
-			m.log.Error("ignoring storage target", "index", i, "err", err)
+			m.log.Error("ignoring storage target", "index", i, "err", redact(err))
 			continue
 		}
 		if _, dup := desired[t.TargetID]; dup {

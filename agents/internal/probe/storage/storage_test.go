@@ -487,13 +487,24 @@ func TestInlineSecretsNeverReachTheLog(t *testing.T) {
 	}
 	bad := map[string]any{"target_id": "t-bad", "provider": "nope", "bucket": "b",
 		"credentials": map[string]any{"source": "inline", "account_key": secret}}
-	col, _, stop := running(t, log, good, bad)
+	// Azure SAS tokens travel in URLs, which network errors quote.
+	const sig = "c2lnbmF0dXJlLXRoYXQtbXVzdC1ub3QtbGVhaw"
+	sasTarget := map[string]any{
+		"target_id": "t-sas", "provider": "azure", "endpoint": fe.url() + "/acct", "bucket": "c",
+		"interval_s": 3600, "op_timeout_ms": 300, "contents": []string{"binary"},
+		"sizes_bytes": map[string]any{"binary": []int64{1024}},
+		"credentials": map[string]any{"source": "inline", "account_name": "acct", "sas_token": "sv=2021-08-06&ss=b&sig=" + sig},
+	}
+	col, _, stop := running(t, log, good, bad, sasTarget)
 	col.waitFor(t, 20*time.Second, "the failed PUTs", func(ss []sample.Storage) bool {
-		return len(find(ss, func(s sample.Storage) bool { return s.Op == opPut && s.Attempt == 2 })) > 0
+		return len(find(ss, func(s sample.Storage) bool { return s.Op == opPut && s.Attempt == 2 })) == 2
 	})
 	stop()
-	if bytes.Contains(buf.Bytes(), []byte(secret)) {
-		t.Fatalf("the secret reached the log:\n%s", buf.String())
+	if bytes.Contains(buf.Bytes(), []byte(secret)) || bytes.Contains(buf.Bytes(), []byte(sig)) {
+		t.Fatalf("a secret reached the log:\n%s", buf.String())
+	}
+	if !bytes.Contains(buf.Bytes(), []byte("t-sas")) || !bytes.Contains(buf.Bytes(), []byte("redacted")) {
+		t.Fatalf("the SAS target's failures were not logged (redacted):\n%s", buf.String())
 	}
 	if !bytes.Contains(buf.Bytes(), []byte("t-bad")) {
 		t.Fatalf("the invalid target was not reported:\n%s", buf.String())
