@@ -241,3 +241,24 @@ def test_ingest_accepts_storage_samples_for_the_orgs_own_target_only(storage_api
         rows = c.execute(text("SELECT op, attempt, error_class FROM storage_samples "
                               "WHERE target_id = :t ORDER BY time"), {"t": mine}).all()
     assert [tuple(r) for r in rows] == [("put", 1, None), ("get", 2, "not_found")]
+
+
+def test_a_target_whose_secret_cannot_be_decrypted_is_withheld_from_agents(services):
+    from stormwatch.core.security import encrypt_secret
+    from stormwatch.models.storage_target import StorageTarget
+    from stormwatch.services.storage_targets import agent_entry
+
+    agent_id = uuid.uuid4()
+    target = StorageTarget(
+        id=uuid.uuid4(), provider="azure", bucket="c", prefix="p/", path_style=False,
+        interval_s=600, op_timeout_ms=1000, contents=["binary"],
+        sizes_bytes={"binary": [1024], "text": []}, variants={}, credentials_source="inline",
+        credentials_ref={"account_name": "acct"}, endpoint="", region="",
+        credentials_ciphertext=encrypt_secret('{"account_key": "a2V5"}'))
+    entry = agent_entry(target, agent_id)
+    assert entry is not None
+    assert entry["credentials"] == {"source": "inline", "account_name": "acct",
+                                    "account_key": "a2V5"}
+    assert entry["prefix"] == f"p/{agent_id}/"
+    target.credentials_ciphertext = "gAAAAAB-not-a-token-made-with-this-key"
+    assert agent_entry(target, agent_id) is None
