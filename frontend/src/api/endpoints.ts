@@ -282,8 +282,13 @@ export async function getQuorum(q: PairQuery, signal?: AbortSignal): Promise<Quo
   );
 }
 
-export async function getBoxes(q: RangeQuery & { groupBy: "topology_class" | "payload_bytes" }, signal?: AbortSignal): Promise<BoxVM[]> {
-  const r = unwrap(await api.GET("/api/v1/analytics/{kind}/boxplots", { params: { path: { kind: "mesh" }, query: { ...range(q), group_by: q.groupBy } }, signal }));
+export async function getBoxes(q: RangeQuery & { groupBy: "topology_class" | "payload_bytes"; topologyClass?: string }, signal?: AbortSignal): Promise<BoxVM[]> {
+  const r = unwrap(
+    await api.GET("/api/v1/analytics/{kind}/boxplots", {
+      params: { path: { kind: "mesh" }, query: { ...range(q), group_by: q.groupBy, topology_class: q.topologyClass ? [q.topologyClass] : undefined } },
+      signal,
+    }),
+  );
   return r.boxes
     .filter((b) => b.group !== null && b.p5 !== null && b.p25 !== null && b.p50 !== null && b.p75 !== null && b.p95 !== null)
     .map((b) => ({ group: String(b.group), p5: b.p5!, p25: b.p25!, p50: b.p50!, p75: b.p75!, p95: b.p95!, mean: b.mean ?? b.p50!, count: b.count }));

@@ -26,7 +26,7 @@ export default function Distributions() {
   const windowS = windowSecondsFor(range.toMs - range.fromMs, 240);
 
   const byClass = useAsync((s) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "topology_class" }, s), range.key, range.refresh);
-  const byPayload = useAsync((s) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "payload_bytes" }, s), range.key, range.refresh);
+  const byPayload = useAsync((s) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "payload_bytes", topologyClass: topo }, s), `${range.key}|${topo}`, range.refresh);
   const lines = useAsync((s) => getPairLines({ fromMs: range.fromMs, toMs: range.toMs, topologyClass: topo, windowS }, s), `${range.key}|${topo}|${windowS}`, range.refresh);
   const span = range.toMs - range.fromMs;
 
@@ -45,6 +45,16 @@ export default function Distributions() {
             Linear axis
           </button>
         </span>
+        <label>
+          Topology class for payload and pairs
+          <select value={topo} onChange={(e) => set({ class: e.target.value }, true)}>
+            {TOPOLOGY_ORDER.map((c) => (
+              <option key={c} value={c}>
+                {TOPOLOGY_LABELS[c]}
+              </option>
+            ))}
+          </select>
+        </label>
       </div>
       <Card title="RTT by topology class" note="box p25–p75, line p50, whiskers p5/p95, ○ mean (seed 003 Fig. 3)">
         <Async state={byClass} isEmpty={(d) => d.length === 0}>
@@ -52,7 +62,7 @@ export default function Distributions() {
         </Async>
       </Card>
       <div className="grid2">
-        <Card title="Payload size" note="RTT by message payload">
+        <Card title="Payload size" note={`RTT by message payload, ${TOPOLOGY_LABELS[topo] ?? topo} pairs`}>
           <Async state={byPayload} isEmpty={(d) => d.length === 0}>
             {(boxes) => (
               <BoxPlot
@@ -67,19 +77,7 @@ export default function Distributions() {
         </Card>
         <Card
           title="Node pairs over time"
-          note="p50 per pair (seed 003 Fig. 8)"
-          actions={
-            <label className="muted">
-              Class{" "}
-              <select value={topo} onChange={(e) => set({ class: e.target.value }, true)} aria-label="Topology class">
-                {TOPOLOGY_ORDER.map((c) => (
-                  <option key={c} value={c}>
-                    {TOPOLOGY_LABELS[c]}
-                  </option>
-                ))}
-              </select>
-            </label>
-          }
+          note={`p50 per pair, ${TOPOLOGY_LABELS[topo] ?? topo} (seed 003 Fig. 8)`}
         >
           <Async state={lines} isEmpty={(d) => d.length === 0} empty="No pairs of this class in this range.">
             {(series) => {

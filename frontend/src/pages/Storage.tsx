@@ -108,13 +108,13 @@ export default function Storage() {
               <Card title={`${op.toUpperCase()} latency by object size`} note="median, log–log (seed 000 Figs. 1–2)">
                 {(() => {
                   const c = sizeCurves(rows, op, "plain", (r) => (adjusted ? r.p50_adjusted_us : r.p50_us));
-                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xFormat={(v) => formatBytes(v)} yFormat={axisUs} />;
+                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xTicks={sizes} xFormat={(v) => formatBytes(v)} yFormat={axisUs} />;
                 })()}
               </Card>
               <Card title="Latency per bit" note="ns per bit: RTT-adjusted median / object bits (seed 000 Figs. 3–4)">
                 {(() => {
                   const c = sizeCurves(rows, op, "plain", (r) => (r.per_bit_us === null ? null : r.per_bit_us * 1000));
-                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xFormat={(v) => formatBytes(v)} yFormat={formatNsPerBit} />;
+                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xTicks={sizes} xFormat={(v) => formatBytes(v)} yFormat={formatNsPerBit} />;
                 })()}
               </Card>
             </div>
@@ -212,7 +212,7 @@ export default function Storage() {
         <Async state={conc} isEmpty={(d) => d.length === 0} empty="No concurrency runs measured.">
           {(rows) => {
             const p = pivot(rows, (r) => r.x, (r) => r.series, (r) => r.y);
-            return <LinesChart rows={p.rows} series={p.series} dots xLog xInteger xFormat={(v) => String(v)} yFormat={(v) => formatBitsPerS(v).replace(" ", "").replace("bit/s", "b/s")} yWidth={76} />;
+            return <LinesChart rows={p.rows} series={p.series} dots xLog xInteger xTicks={[...new Set(rows.map((r) => r.x))].sort((a, b) => a - b)} xFormat={(v) => String(v)} yFormat={(v) => formatBitsPerS(v).replace(" ", "").replace("bit/s", "b/s")} yWidth={76} />;
           }}
         </Async>
       </Card>

@@ -16,6 +16,7 @@ export function LinesChart({
   dots = false,
   xInteger = false,
   yWidth = 64,
+  xTicks,
 }: {
   rows: Record<string, number | string | null>[];
   series: string[];
@@ -29,10 +30,14 @@ export function LinesChart({
   dots?: boolean;
   xInteger?: boolean;
   yWidth?: number;
+  /** explicit x ticks (e.g. the measured object sizes) */
+  xTicks?: number[];
 }) {
   const { palette } = useTheme();
   const xExt = xLog ? positiveExtent(rows, ["x"]) : null;
-  const yExt = yLog ? positiveExtent(rows, series) : null;
+  const yRaw = yLog ? positiveExtent(rows, series) : null;
+  // A little room above and below so the extreme points don't sit on the frame.
+  const yExt: [number, number] | null = yRaw ? [yRaw[0] / 1.15, yRaw[1] * 1.15] : null;
   return (
     <ResponsiveContainer width="100%" height={height}>
       <LineChart data={rows} margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
@@ -42,7 +47,7 @@ export function LinesChart({
           type="number"
           scale={xLog ? "log" : xTime ? "time" : "linear"}
           domain={xExt ?? ["dataMin", "dataMax"]}
-          ticks={xExt ? logTicks(xExt[0], xExt[1]) : undefined}
+          ticks={xTicks ?? (xExt ? logTicks(xExt[0], xExt[1]) : undefined)}
           allowDecimals={!xInteger}
           tickFormatter={xFormat}
           stroke={palette.muted}
