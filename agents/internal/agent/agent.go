@@ -184,6 +184,9 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	m.SetMeasuredSource(metrics.Quorum, func() uint64 { _, n := rec.Measured(); return n })
 	prober := mesh.NewProber(st.AgentID, rec, log)
 	prober.SetSelfAddress(selfDial(cfg, md, echo.Addr()))
+	if cfg.Mesh.SendMode == "broadcast" {
+		prober.SetSendMode(mesh.Broadcast)
+	}
 	m.AddGauge("stormwatch_agent_mesh_connected_peers", "Peers with an open mesh connection.", func() float64 { return float64(prober.Connected()) })
 	ship, err := shipper.New(shipper.Options{AgentID: st.AgentID, SpoolDir: cfg.Spool.Dir, SpoolMaxBytes: cfg.Spool.MaxBytes,
 		FlushDeadline: cfg.FlushDeadline, Metrics: m, Logger: log}, c, rec)

@@ -40,6 +40,9 @@ type Config struct {
 type Mesh struct {
 	Listen    string `yaml:"listen"`
 	Advertise string `yaml:"advertise"` // default: the detected private IP with the listen port
+	// SendMode places sends in the round: "spread" (each peer at its own random phase) or
+	// "broadcast" (all peers back to back at a random point of each round).
+	SendMode string `yaml:"send_mode"`
 }
 
 // Metadata overrides what the cloud metadata services report.
@@ -74,7 +77,7 @@ type Spool struct {
 func Defaults() Config {
 	return Config{
 		StateDir:      "/var/lib/stormwatch-agent",
-		Mesh:          Mesh{Listen: ":7300"},
+		Mesh:          Mesh{Listen: ":7300", SendMode: "spread"},
 		Metadata:      Metadata{Timeout: 2 * time.Second},
 		Metrics:       Metrics{Listen: "127.0.0.1:9309"},
 		Spool:         Spool{MaxBytes: 256 << 20},
@@ -175,6 +178,7 @@ var options = []option{
 	{"name", "agent name (default: host name)", str(func(c *Config) *string { return &c.Name })},
 	{"mesh-listen", "mesh echo listen address", str(func(c *Config) *string { return &c.Mesh.Listen })},
 	{"mesh-advertise", "mesh address peers dial (host:port)", str(func(c *Config) *string { return &c.Mesh.Advertise })},
+	{"mesh-send-mode", "spread or broadcast", str(func(c *Config) *string { return &c.Mesh.SendMode })},
 	{"metrics-listen", "Prometheus /metrics listen address (empty: off)", str(func(c *Config) *string { return &c.Metrics.Listen })},
 	{"metrics-pprof", "serve /debug/pprof/ on the metrics listener (true/false)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
@@ -245,6 +249,9 @@ func (c Config) Validate() error {
 	}
 	if c.Metadata.Timeout <= 0 || c.Metadata.Timeout > 30*time.Second {
 		errs = append(errs, errors.New("metadata.timeout must be within (0, 30s]"))
+	}
+	if c.Mesh.SendMode != "spread" && c.Mesh.SendMode != "broadcast" {
+		errs = append(errs, fmt.Errorf("mesh.send_mode %q: want spread or broadcast", c.Mesh.SendMode))
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -65,6 +65,9 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
 	}
 }
 
+// sendMode is the mode of agents started by startAgent.
+var sendMode = Spread
+
 type testAgent struct {
 	id     string
 	srv    *EchoServer
@@ -93,6 +96,7 @@ func startAgent(t *testing.T, id string, addr string) *testAgent {
 	rec := NewRecorder()
 	a := &testAgent{id: id, srv: startEcho(t, addr), col: &collector{rec: rec}}
 	a.prober = NewProber(id, rec, quietLogger())
+	a.prober.SetSendMode(sendMode)
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	a.done.Add(2)
@@ -158,26 +162,35 @@ func TestASampleFitsInSixteenBytes(t *testing.T) {
 }
 
 func TestThreeAgentsMeasureAllNineOrderedPairsIncludingSelf(t *testing.T) {
-	agents, peers := meshOf(t, 3, 50, 1024, 500*time.Millisecond, nil)
-	for _, a := range agents {
-		for _, p := range peers {
-			waitFor(t, fmt.Sprintf("ok samples %s->%s", a.id, p.ID), 10*time.Second, func() bool {
-				return a.col.count(func(s flat) bool { return s.peer == p.ID && s.status == sample.StatusOK && s.rttUS > 0 }) >= 10
-			})
-		}
-	}
-	// Every round a sender reaches yields one sample per peer, never two.
-	for _, a := range agents {
-		a.col.mu.Lock()
-		seen := map[string]bool{}
-		for _, s := range a.col.m {
-			key := fmt.Sprintf("%s/%d", s.peer, s.round)
-			if seen[key] {
-				t.Fatalf("%s recorded two samples for %s", a.id, key)
+	for _, mode := range []struct {
+		name string
+		m    SendMode
+	}{{"spread", Spread}, {"broadcast", Broadcast}} {
+		t.Run(mode.name, func(t *testing.T) {
+			sendMode = mode.m
+			defer func() { sendMode = Spread }()
+			agents, peers := meshOf(t, 3, 50, 1024, 500*time.Millisecond, nil)
+			for _, a := range agents {
+				for _, p := range peers {
+					waitFor(t, fmt.Sprintf("ok samples %s->%s", a.id, p.ID), 10*time.Second, func() bool {
+						return a.col.count(func(s flat) bool { return s.peer == p.ID && s.status == sample.StatusOK && s.rttUS > 0 }) >= 10
+					})
+				}
 			}
-			seen[key] = true
-		}
-		a.col.mu.Unlock()
+			// Every round a sender reaches yields one sample per peer, never two.
+			for _, a := range agents {
+				a.col.mu.Lock()
+				seen := map[string]bool{}
+				for _, s := range a.col.m {
+					key := fmt.Sprintf("%s/%d", s.peer, s.round)
+					if seen[key] {
+						t.Fatalf("%s recorded two samples for %s", a.id, key)
+					}
+					seen[key] = true
+				}
+				a.col.mu.Unlock()
+			}
+		})
 	}
 }
 

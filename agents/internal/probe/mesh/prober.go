@@ -54,6 +54,19 @@ func (c *roundClock) start(r uint64) time.Time {
 	return c.epoch.Add(time.Duration(r-c.firstRound) * c.period)
 }
 
+// SendMode is how sends are placed within a round.
+type SendMode int
+
+const (
+	// Spread gives every link its own random phase within the round: replies come back one
+	// at a time, at the cost of one timer wakeup per message.
+	Spread SendMode = iota
+	// Broadcast sends to every peer back to back, in a random order, at a random point of
+	// each round (a fresh one every round, so agents never stay in lockstep): one wakeup per
+	// round, as StormCloud broadcasts.
+	Broadcast
+)
+
 // Prober runs the sending side of the mesh: one link per peer.
 type Prober struct {
 	selfID string
@@ -70,6 +83,8 @@ type Prober struct {
 	nextRound uint64 // first round of the next clock
 	running   bool
 	selfAddr  string // where the self-loop dials, when not the advertised address
+	mode      SendMode
+	bc        *broadcaster
 
 	connected atomic.Int64
 }
@@ -106,6 +121,13 @@ func (p *Prober) Apply(s Settings) {
 	}
 	full := s.timing() != p.settings.timing() || s.Enabled != p.settings.Enabled
 	p.reconfigure(s, full)
+}
+
+// SetSendMode chooses how sends are placed in the round; it applies to links started later.
+func (p *Prober) SetSendMode(m SendMode) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mode = m
 }
 
 // SetSelfAddress makes the self-loop dial addr instead of the advertised address (which may
@@ -163,10 +185,24 @@ func (p *Prober) reconfigure(s Settings, full bool) {
 		p.links[pe.ID] = l
 		go l.run()
 	}
+	if p.mode == Broadcast {
+		if p.bc == nil {
+			p.bc = startBroadcaster(p.ctx, p.clock, s.Timeout)
+		}
+		ls := make([]*link, 0, len(p.links))
+		for _, l := range p.links {
+			ls = append(ls, l)
+		}
+		p.bc.links.Store(&ls)
+	}
 }
 
 // stopLinks ends every link and remembers where the round numbering stopped. Caller holds mu.
 func (p *Prober) stopLinks() {
+	if p.bc != nil {
+		p.bc.stop()
+		p.bc = nil
+	}
 	for id, l := range p.links {
 		l.stop()
 		delete(p.links, id)
@@ -197,6 +233,9 @@ type link struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
+	frame   []byte         // the next frame; only the sending goroutine touches it
+	ready   atomic.Bool    // the first dial attempt is over
+	bcast   bool           // a broadcaster sends for this link
 	readers sync.WaitGroup // stop waits for them, so nothing is recorded for a removed peer
 
 	mu       sync.Mutex
@@ -215,8 +254,10 @@ func (p *Prober) newLink(pe Peer) *link {
 	s := p.settings
 	payload := make([]byte, s.PayloadBytes)
 	_, _ = rand.Read(payload)
+	frame := make([]byte, headerLen+s.PayloadBytes)
+	copy(frame[headerLen:], payload)
 	return &link{p: p, peer: pe, idx: p.rec.PeerIndex(pe.ID), clock: p.clock, payload: payload,
-		size: s.PayloadBytes, timeout: s.Timeout,
+		size: s.PayloadBytes, timeout: s.Timeout, frame: frame, bcast: p.mode == Broadcast,
 		// Each link sends at its own random point of the round so that neither one agent's
 		// sends nor different agents' sends line up (seed 003 saw timer alignment move p50).
 		phase: time.Duration(mrand.Int64N(int64(p.clock.period))),
@@ -241,8 +282,12 @@ func (l *link) record(sent time.Time, round uint64, rtt time.Duration, st sample
 func (l *link) run() {
 	defer close(l.done)
 	l.dial() // the first attempt before the first round, so a live peer is not a loss
-	frame := make([]byte, headerLen+l.size)
-	copy(frame[headerLen:], l.payload)
+	l.ready.Store(true)
+	if l.bcast {
+		<-l.ctx.Done()
+		return
+	}
+	frame := l.frame
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	now := time.Now()
@@ -290,7 +335,13 @@ func (l *link) send(frame []byte, r uint64) {
 	t := time.Now()
 	l.queue = append(l.queue, inflight{seq: seq, round: r, sent: t})
 	l.mu.Unlock()
-	_ = c.SetWriteDeadline(t.Add(l.timeout))
+	wd := l.timeout
+	if l.bcast {
+		// One goroutine writes for every peer: a peer that stopped reading must not hold up
+		// the others for long.
+		wd = min(wd, l.clock.period)
+	}
+	_ = c.SetWriteDeadline(t.Add(wd))
 	if _, err := c.Write(frame); err != nil {
 		l.fail(gen, err)
 	}
@@ -464,4 +515,66 @@ func SortedPeerIDs(ps []Peer) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// broadcaster sends one round to every link at a random point of each round.
+type broadcaster struct {
+	links  atomic.Pointer[[]*link]
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startBroadcaster(parent context.Context, clock *roundClock, timeout time.Duration) *broadcaster {
+	ctx, cancel := context.WithCancel(parent)
+	b := &broadcaster{cancel: cancel, done: make(chan struct{})}
+	go b.run(ctx, clock, timeout)
+	return b
+}
+
+func (b *broadcaster) stop() {
+	b.cancel()
+	<-b.done
+}
+
+func (b *broadcaster) run(ctx context.Context, clock *roundClock, timeout time.Duration) {
+	defer close(b.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	r := clock.firstRound
+	if now := time.Now(); now.After(clock.epoch) {
+		r += uint64(now.Sub(clock.epoch)/clock.period) + 1
+	}
+	var order []int
+	for {
+		offset := time.Duration(mrand.Int64N(int64(clock.period)))
+		if d := time.Until(clock.start(r).Add(offset)); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		} else if ctx.Err() != nil {
+			return
+		}
+		ls := *b.links.Load()
+		order = order[:0]
+		for i := range ls {
+			order = append(order, i)
+		}
+		mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		now := time.Now()
+		for _, i := range order {
+			l := ls[i]
+			if !l.ready.Load() || l.ctx.Err() != nil {
+				continue
+			}
+			l.expire(now)
+			l.send(l.frame, r)
+		}
+		r++
+		if behind := time.Since(clock.start(r)); behind > timeout && behind > 10*clock.period {
+			r += uint64(behind / clock.period)
+		}
+	}
 }
