@@ -36,6 +36,8 @@ OVERLAP = timedelta(minutes=2)
 # pass; the pass re-reads this far back, which only costs idempotent recomputation.
 COMPUTED_AT_SLACK = timedelta(minutes=5)
 MAX_MINUTES_PER_PASS = 120
+# Cells of the dense (group x bin) matrix built at once when sketching many groups.
+_DENSE_CELLS = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -104,29 +106,53 @@ class StatColumns:
 def sketches_by_group(groups: NDArray[np.int64], keys: NDArray[np.int64],
                       counts: NDArray[np.float64], zero: NDArray[np.float64],
                       n_groups: int) -> list[bytes]:
-    """Encoded sketch per group from (group, bin key, count) triples."""
+    """Encoded sketch per group from (group, bin key, count) triples.
+
+    Bins are summed with one `bincount` per block of groups into a dense (group x key)
+    matrix; blocks keep that matrix to a few tens of MB whatever the key range."""
     out = [b""] * n_groups
     if keys.size:
         lo = int(keys.min())
         width = int(keys.max()) - lo + 1
-        combined = groups * width + (keys - lo)
-        uniq, inv = np.unique(combined, return_inverse=True)
-        summed = np.bincount(inv, weights=counts)
-        g_of = uniq // width
-        k_of = uniq % width + lo
-        bounds = np.flatnonzero(np.diff(g_of)) + 1
-        starts = np.concatenate([[0], bounds])
-        ends = np.concatenate([bounds, [uniq.size]])
-        for a, b in zip(starts, ends, strict=True):
-            g = int(g_of[a])
-            ks = k_of[a:b]
-            dense = np.zeros(int(ks[-1] - ks[0]) + 1)
-            dense[ks - ks[0]] = summed[a:b]
-            out[g] = encode(Sketch(int(ks[0]), dense, float(zero[g])))
+        block = max(1, _DENSE_CELLS // width)
+        order = None
+        if not np.all(groups[1:] >= groups[:-1]):
+            order = np.argsort(groups, kind="stable")
+            groups, keys, counts = groups[order], keys[order], counts[order]
+        bounds = np.searchsorted(groups, np.arange(0, n_groups + block, block))
+        for bi, g0 in enumerate(range(0, n_groups, block)):
+            a, b = int(bounds[bi]), int(bounds[bi + 1])
+            if a == b:
+                continue
+            nblock = min(block, n_groups - g0)
+            flat = np.bincount((groups[a:b] - g0) * width + (keys[a:b] - lo),
+                               weights=counts[a:b], minlength=nblock * width)
+            mat = flat.reshape(nblock, width)
+            used = np.flatnonzero(mat.any(axis=1))
+            for r in used.tolist():
+                row = mat[r]
+                nz = np.flatnonzero(row)
+                k0, k1 = int(nz[0]), int(nz[-1])
+                out[g0 + r] = encode(Sketch(lo + k0, row[k0 : k1 + 1], float(zero[g0 + r])))
     for g in range(n_groups):
         if not out[g]:
             out[g] = encode(Sketch(0, np.zeros(0), float(zero[g])))
     return out
+
+
+def _group_min_max(v: NDArray[np.float64], g: NDArray[np.int64], n_groups: int
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    mn = np.full(n_groups, np.inf)
+    mx = np.full(n_groups, -np.inf)
+    if v.size == 0:
+        return mn, mx
+    if not np.all(g[1:] >= g[:-1]):
+        order = np.argsort(g, kind="stable")
+        v, g = v[order], g[order]
+    starts = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
+    mn[g[starts]] = np.minimum.reduceat(v, starts)
+    mx[g[starts]] = np.maximum.reduceat(v, starts)
+    return mn, mx
 
 
 def stats_from_values(values: NDArray[np.float64], groups: NDArray[np.int64],
@@ -136,10 +162,7 @@ def stats_from_values(values: NDArray[np.float64], groups: NDArray[np.int64],
     count = np.bincount(g, minlength=n_groups).astype(np.int64)
     total = np.bincount(g, weights=v, minlength=n_groups)
     total_sq = np.bincount(g, weights=v * v, minlength=n_groups)
-    mn = np.full(n_groups, np.inf)
-    mx = np.full(n_groups, -np.inf)
-    np.minimum.at(mn, g, v)
-    np.maximum.at(mx, g, v)
+    mn, mx = _group_min_max(v, g, n_groups)
     pos = v > MIN_INDEXABLE
     zero = np.bincount(g[~pos], minlength=n_groups).astype(np.float64)
     sketches = sketches_by_group(g[pos], value_keys(v[pos]), np.ones(int(pos.sum())), zero,

@@ -123,30 +123,32 @@ def encode(sketch: Sketch) -> bytes:
     nz = np.flatnonzero(counts)
     store = b""
     if nz.size:
-        # The densest run of bins goes in the contiguous array; bins separated from it by
-        # long gaps (rare spikes far above the body) go in the sparse map, where each costs
-        # ~14 bytes instead of 8 bytes for every empty bin in between.
-        breaks = np.flatnonzero(np.diff(nz) > _MAX_GAP_BINS) + 1
-        runs = np.split(nz, breaks)
-        weights = [float(counts[r].sum()) for r in runs]
-        body = runs[int(np.argmax(weights))]
-        first, last = int(body[0]), int(body[-1])
-        if nz.size - body.size > _MAX_SPARSE_BINS:
-            # Many outlying bins: one contiguous array decodes much faster than a long map.
+        gaps = np.diff(nz)
+        if gaps.size == 0 or int(gaps.max()) <= _MAX_GAP_BINS:
             first, last = int(nz[0]), int(nz[-1])
-        dense = counts[first : last + 1]
-        store = _field(0x12, dense.astype("<f8").tobytes())
-        offset = sketch.offset + first
-        if offset != 0:
-            store += b"\x18" + _varint(_zigzag(offset))
+            outliers: list[int] = []
+        else:
+            # The densest run of bins goes in the contiguous array; bins separated from it
+            # by long gaps (rare spikes far above the body) go in the sparse map, where each
+            # costs ~14 bytes instead of 8 bytes for every empty bin in between.
+            runs = np.split(nz, np.flatnonzero(gaps > _MAX_GAP_BINS) + 1)
+            body = runs[int(np.argmax([float(counts[r].sum()) for r in runs]))]
+            first, last = int(body[0]), int(body[-1])
+            if nz.size - body.size > _MAX_SPARSE_BINS:
+                # Many outlying bins: one contiguous array decodes faster than a long map.
+                first, last = int(nz[0]), int(nz[-1])
+            outliers = [int(i) for i in nz if i < first or i > last]
         parts = []
-        for i in nz:
-            if first <= i <= last:
-                continue
-            entry = (b"\x08" + _varint(_zigzag(int(i) + sketch.offset))
+        for i in outliers:
+            entry = (b"\x08" + _varint(_zigzag(i + sketch.offset))
                      + b"\x11" + _F64.pack(float(counts[i])))
             parts.append(_field(0x0A, entry))
-        store = b"".join(parts) + store
+        dense = counts[first : last + 1]
+        contiguous = _field(0x12, dense.astype("<f8", copy=False).tobytes())
+        offset = sketch.offset + first
+        if offset != 0:
+            contiguous += b"\x18" + _varint(_zigzag(offset))
+        store = b"".join(parts) + contiguous
     out = _MAPPING + _field(0x12, store)
     if sketch.zero_count:
         out += b"\x21" + _F64.pack(float(sketch.zero_count))
@@ -271,6 +273,17 @@ def _fast_decode(buf: bytes) -> Sketch | None:
         return None
     n, pos = _read_varint(buf, pos + 1)
     store_end = pos + n
+    # A few sparse entries (outlying bins) may precede the contiguous array.
+    extra: list[tuple[int, float]] = []
+    while pos < store_end and buf[pos] == 0x0A:
+        elen = buf[pos + 1]
+        if elen & 0x80 or buf[pos + 2] != 0x08:
+            return None
+        raw, p2 = _read_varint(buf, pos + 3)
+        if buf[p2] != 0x11 or p2 + 9 != pos + 2 + elen:
+            return None
+        extra.append(((raw >> 1) ^ -(raw & 1), _F64.unpack_from(buf, p2 + 1)[0]))
+        pos = pos + 2 + elen
     if pos >= store_end or buf[pos] != 0x12:
         return None
     m, pos = _read_varint(buf, pos + 1)
@@ -289,6 +302,15 @@ def _fast_decode(buf: bytes) -> Sketch | None:
         if buf[pos] != 0x21 or end - pos != 9:
             return None
         zero = _F64.unpack_from(buf, pos + 1)[0]
+    if extra:
+        keys = [k for k, _ in extra]
+        lo = min(offset, *keys) if counts.size else min(keys)
+        hi = max(offset + counts.size - 1, *keys) if counts.size else max(keys)
+        dense = np.zeros(hi - lo + 1)
+        dense[offset - lo : offset - lo + counts.size] = counts
+        for k, c in extra:
+            dense[k - lo] += c
+        return Sketch(lo, dense, zero)
     return Sketch(offset, counts, zero)
 
 
