@@ -32,7 +32,7 @@ import (
 	"stormwatch/agents/fakeapi"
 )
 
-var cpuProfile string
+var cpuProfile, sendMode string
 
 const enrollToken = "swe_benchbenchbenchbenchbenchbench00"
 
@@ -45,6 +45,7 @@ func main() {
 	duration := flag.Duration("duration", 60*time.Second, "measurement window of the mesh phase")
 	pairDuration := flag.Duration("pair-duration", 30*time.Second, "measurement window of the pair phase")
 	sockperf := flag.String("sockperf", "sockperf", "sockperf binary")
+	flag.StringVar(&sendMode, "send-mode", "spread", "mesh.send_mode of the agents: spread or broadcast")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the first mesh agent, taken during the window, to this file")
 	flag.Parse()
 	if err := run(*bin, *agentsDir, *n, *rate, *payload, *duration, *pairDuration, *sockperf); err != nil {
@@ -97,7 +98,7 @@ func startFleet(bin string, n int, rate float64, payload int, tag string) (*flee
 			"STORMWATCH_STATE_DIR="+state, "STORMWATCH_NAME="+name,
 			"STORMWATCH_MESH_LISTEN=127.0.0.1:0", "STORMWATCH_METRICS_LISTEN=127.0.0.1:0",
 			"STORMWATCH_METADATA_DETECT=false", "STORMWATCH_PROVIDER=local", "STORMWATCH_REGION=loopback",
-			"STORMWATCH_ZONE=loopback-a", "STORMWATCH_LOG_LEVEL=warn")
+			"STORMWATCH_ZONE=loopback-a", "STORMWATCH_LOG_LEVEL=warn", "STORMWATCH_MESH_SEND_MODE="+sendMode)
 		if i == 0 && cpuProfile != "" && tag == "mesh" {
 			cmd.Env = append(cmd.Env, "STORMWATCH_METRICS_PPROF=true", "STORMWATCH_METRICS_LISTEN="+profileAddr)
 		}
@@ -231,7 +232,7 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 	fmt.Printf("buffered mesh sample: unsafe.Sizeof = %d B; heap per sample while buffering = %.2f B (StormCloud: 52 B)\n", sizeof, heapB)
 
 	// (a) the mesh at the base workload
-	fmt.Printf("phase a: %d agents, %.0f rounds/s, %d-byte payload, %v window\n", n, rate, payload, duration)
+	fmt.Printf("phase a: %d agents, %.0f rounds/s, %d-byte payload, send mode %s, %v window\n", n, rate, payload, sendMode, duration)
 	fa, err := startFleet(bin, n, rate, payload, "mesh")
 	if err != nil {
 		return err
