@@ -288,6 +288,18 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
         conn.execute("CREATE INDEX ix_mesh_samples_0 ON mesh_samples "
                      "(org_id, src_agent_id, dst_agent_id, time DESC)")
         conn.execute("CREATE INDEX ix_mesh_samples_1 ON mesh_samples (org_id, time DESC)")
+        log("day-to-date sketches of the hourly rows (product code)")
+        from sqlalchemy import create_engine
+
+        from stormwatch.services.rollups import refresh_day_to_date
+
+        engine = create_engine(dsn.replace("postgresql://", "postgresql+psycopg://"))
+        day = start_hour.replace(hour=0)
+        while day < end_hour:
+            with engine.begin() as sconn:
+                refresh_day_to_date(sconn, "mesh", org_id, day)
+            day += timedelta(days=1)
+        engine.dispose()
         conn.execute("VACUUM ANALYZE mesh_rollups")
         conn.execute("ANALYZE mesh_samples")
     return stats
@@ -372,7 +384,7 @@ def run_queries(base_url: str, api_key: str, fleet: FleetModel, now: datetime) -
                                                      "group_by": "topology_class"}),
         "pair_distribution_24h": lambda e: ("mesh/distribution", {
             "start": iso(e - timedelta(hours=24)), "end": iso(e), "src": None, "dst": None,
-            "bucket_width": 500, "tail_fraction": 0.01}),
+            "bucket_width": 50_000, "tail_fraction": 0.01}),
         "pair_level_shifts_7d": lambda e: ("mesh/level-shifts", {
             "start": iso(e - timedelta(days=DAYS)), "end": iso(e), "src": None, "dst": None,
             "window_s": 600}),

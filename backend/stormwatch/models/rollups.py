@@ -4,6 +4,7 @@ Each row holds mergeable aggregates only: counts, min, max, sum, sum of squares 
 DDSketch (1% relative accuracy, protobuf bytes shared with Go `sketches-go`), so any range
 or group is answered by adding rows and merging sketches, never by averaging percentiles.
 Value statistics cover samples with a value (status 0); failures are counted apart.
+Hourly rows also hold a day-to-date sketch: the merge of their UTC day's hours up to theirs.
 """
 
 import uuid
@@ -40,6 +41,7 @@ class MeshRollup(_Bucket, Base):
     rtt_us_sum: Mapped[float] = mapped_column(Double)
     rtt_us_sum_sq: Mapped[float] = mapped_column(Double)
     rtt_us_sketch: Mapped[bytes] = mapped_column(LargeBinary)
+    rtt_us_dtd_sketch: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class QuorumRollup(_Bucket, Base):
@@ -56,6 +58,7 @@ class QuorumRollup(_Bucket, Base):
     latency_us_sum: Mapped[float] = mapped_column(Double)
     latency_us_sum_sq: Mapped[float] = mapped_column(Double)
     latency_us_sketch: Mapped[bytes] = mapped_column(LargeBinary)
+    latency_us_dtd_sketch: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class StorageRollup(_Bucket, Base):
@@ -79,12 +82,14 @@ class StorageRollup(_Bucket, Base):
     latency_us_sum: Mapped[float] = mapped_column(Double)
     latency_us_sum_sq: Mapped[float] = mapped_column(Double)
     latency_us_sketch: Mapped[bytes] = mapped_column(LargeBinary)
+    latency_us_dtd_sketch: Mapped[bytes | None] = mapped_column(LargeBinary)
     adj_latency_us_count: Mapped[int] = mapped_column(BigInteger)
     adj_latency_us_min: Mapped[float | None] = mapped_column(Double)
     adj_latency_us_max: Mapped[float | None] = mapped_column(Double)
     adj_latency_us_sum: Mapped[float] = mapped_column(Double)
     adj_latency_us_sum_sq: Mapped[float] = mapped_column(Double)
     adj_latency_us_sketch: Mapped[bytes] = mapped_column(LargeBinary)
+    adj_latency_us_dtd_sketch: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class ThroughputRollup(_Bucket, Base):
@@ -101,6 +106,7 @@ class ThroughputRollup(_Bucket, Base):
     bytes_per_s_sum: Mapped[float] = mapped_column(Double)
     bytes_per_s_sum_sq: Mapped[float] = mapped_column(Double)
     bytes_per_s_sketch: Mapped[bytes] = mapped_column(LargeBinary)
+    bytes_per_s_dtd_sketch: Mapped[bytes | None] = mapped_column(LargeBinary)
 
 
 class RollupDirtyMinute(Base):

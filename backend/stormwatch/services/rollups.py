@@ -308,7 +308,65 @@ def roll_up_coarse(conn: Connection, kind_name: str, bucket_s: int,
     for org, starts in by_org.items():
         for b in sorted(set(starts)):
             written += _roll_one_coarse(conn, kind, org, bucket_s, finer, b)
+        if bucket_s == HOUR:
+            first_hour_of_day: dict[datetime, datetime] = {}
+            for b in starts:
+                day = floor_time(b, DAY)
+                first_hour_of_day[day] = min(b, first_hour_of_day.get(day, b))
+            for day, first in sorted(first_hour_of_day.items()):
+                refresh_day_to_date(conn, kind_name, org, day, first)
     return written
+
+
+def refresh_day_to_date(conn: Connection, kind_name: str, org: uuid.UUID, day: datetime,
+                        from_hour: datetime | None = None) -> int:
+    """Recompute the day-to-date sketches of the hourly rows of `day` from `from_hour` on
+    (earlier hours only contribute their own sketches to the running merge)."""
+    kind = KINDS[kind_name]
+    day = floor_time(day, DAY)
+    from_hour = from_hour or day
+    sketch_cols = ", ".join(f"{p}_sketch" for p, _ in kind.values)
+    rows = conn.execute(text(
+        f"SELECT {', '.join(kind.keys)}, bucket_start, {sketch_cols} FROM {kind.table} "
+        f"WHERE org_id = :o AND bucket_s = 3600 AND bucket_start >= :d AND bucket_start < :e "
+        f"ORDER BY {', '.join(kind.keys)}, bucket_start"),
+        {"o": org, "d": day, "e": day + timedelta(days=1)}).all()
+    nk = len(kind.keys)
+    updates: list[dict[str, Any]] = []
+    running: dict[tuple[Any, ...], list[Sketch]] = {}
+    for r in rows:
+        key = tuple(r[:nk])
+        acc = running.get(key)
+        if acc is None:
+            acc = running[key] = [Sketch(0, np.zeros(0), 0.0) for _ in kind.values]
+        row: dict[str, Any] = {"o": org, "b": r[nk]}
+        for j, (prefix, _) in enumerate(kind.values):
+            acc[j] = _add_sketch(acc[j], decode(bytes(r[nk + 1 + j])))
+            if r[nk] >= from_hour:
+                row[f"d{j}"] = encode(acc[j])
+        if r[nk] >= from_hour:
+            row.update({f"k{i}": v for i, v in enumerate(key)})
+            updates.append(row)
+    if updates:
+        sets = ", ".join(f"{p}_dtd_sketch = :d{j}" for j, (p, _) in enumerate(kind.values))
+        match = " AND ".join(f"{k} = :k{i}" for i, k in enumerate(kind.keys))
+        conn.execute(text(
+            f"UPDATE {kind.table} SET {sets} WHERE org_id = :o AND bucket_s = 3600 AND "
+            f"bucket_start = :b AND {match}"), updates)
+    return len(updates)
+
+
+def _add_sketch(a: Sketch, b: Sketch) -> Sketch:
+    if not b.counts.size:
+        return Sketch(a.offset, a.counts, a.zero_count + b.zero_count)
+    if not a.counts.size:
+        return Sketch(b.offset, b.counts.copy(), a.zero_count + b.zero_count)
+    lo = min(a.offset, b.offset)
+    hi = max(a.offset + a.counts.size, b.offset + b.counts.size)
+    out = np.zeros(hi - lo)
+    out[a.offset - lo : a.offset - lo + a.counts.size] += a.counts
+    out[b.offset - lo : b.offset - lo + b.counts.size] += b.counts
+    return Sketch(lo, out, a.zero_count + b.zero_count)
 
 
 def _roll_one_coarse(conn: Connection, kind: RollupKind, org: uuid.UUID, bucket_s: int,

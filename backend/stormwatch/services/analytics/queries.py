@@ -30,6 +30,8 @@ HOUR_MAX = timedelta(days=60)
 RAW_ROW_LIMIT = 5_000_000
 # Rollup rows a query may merge when the resolution is chosen automatically.
 ROLLUP_ROW_BUDGET = 50_000
+# Beyond this span, hourly answers merge day-to-date sketches rather than every hour's.
+DAY_TO_DATE_MIN_SPAN = timedelta(hours=4)
 
 
 class QueryError(ValueError):
@@ -329,6 +331,11 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
             raise QueryError("resolution", "more than 5 million raw samples in range: narrow "
                              "the range or filters, or use a rollup resolution")
         return Grouped(source, _group_raw(rows, nk, group, window_s))
+    if (source.resolution == "1h" and window_s is None
+            and source.end - source.start > DAY_TO_DATE_MIN_SPAN):
+        dtd = await _load_day_to_date(session, spec, prefix, params, where, group, source)
+        if dtd is not None:
+            return Grouped(source, dtd)
     sql = (f"SELECT {keys_sql}, extract(epoch FROM bucket_start)::float8 AS t, sample_count, "
            f"failure_count, {prefix}_count, {prefix}_min, {prefix}_max, {prefix}_sum, "
            f"{prefix}_sum_sq, {prefix}_sketch FROM {spec.table} WHERE org_id = :org "
@@ -337,6 +344,78 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
     params["bs"] = source.bucket_s
     rows = (await session.execute(text(sql), params)).all()
     return Grouped(source, _group_rollups(rows, nk, group, window_s))
+
+
+async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
+                            params: dict[str, Any], where: list[str], group: GroupFn,
+                            source: Source) -> dict[Hashable, Distribution] | None:
+    """Hourly answer from day-to-date sketches: per series and UTC day, the latest hour's
+    day-to-date sketch in range, minus (on the first day) the latest one before the range.
+    Moments are summed from the hourly rows in SQL. None when a sketch is missing."""
+    keys_sql = ", ".join(spec.keys)
+    nk = len(spec.keys)
+    cond = "".join(f" AND {c}" for c in where)
+    base = f"FROM {spec.table} WHERE org_id = :org AND bucket_s = 3600{cond}"
+    moments = (await session.execute(text(
+        f"SELECT {keys_sql}, sum(sample_count), sum(failure_count), sum({prefix}_count), "
+        f"min({prefix}_min), max({prefix}_max), sum({prefix}_sum), sum({prefix}_sum_sq) "
+        f"{base} AND bucket_start >= :s AND bucket_start < :e GROUP BY {keys_sql}"),
+        params)).all()
+    latest = (f"SELECT DISTINCT ON ({keys_sql}, d) {keys_sql}, {prefix}_dtd_sketch FROM ("
+              f"SELECT {keys_sql}, bucket_start, {prefix}_dtd_sketch, "
+              f"floor(extract(epoch FROM bucket_start) / 86400) AS d {base} "
+              f"AND bucket_start >= :a AND bucket_start < :b) x "
+              f"ORDER BY {keys_sql}, d, bucket_start DESC")
+    plus = (await session.execute(text(latest), {**params, "a": source.start,
+                                                  "b": source.end})).all()
+    day0 = _floor(source.start, 86400)
+    minus = []
+    if day0 < source.start:
+        minus = (await session.execute(text(latest), {**params, "a": day0,
+                                                       "b": source.start})).all()
+    index: dict[Hashable, int] = {}
+    cache: dict[tuple[Any, ...], Hashable | None] = {}
+    for r in moments:
+        g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
+        if g is not None and g not in index:
+            index[g] = len(index)
+    n = len(index)
+    if n == 0:
+        return {}
+    bins = GroupedBins(n)
+    for rows, sign in ((plus, 1.0), (minus, -1.0)):
+        for r in rows:
+            blob = r[nk]
+            if blob is None:
+                return None
+            g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
+            if g is None or g not in index:
+                continue
+            bins.add(index[g], decode(blob), sign)
+    offset, matrix = bins.matrix()
+    np.maximum(matrix, 0.0, out=matrix)
+    zero = np.maximum(bins.zero, 0.0)
+    acc = np.zeros((n, 5))
+    lo = np.full(n, np.inf)
+    hi = np.full(n, -np.inf)
+    for r in moments:
+        g = cache.get(tuple(r[:nk]))
+        if g is None:
+            continue
+        j = index[g]
+        acc[j] += [float(r[nk + i] or 0) for i in (0, 1, 2, 5, 6)]
+        if r[nk + 3] is not None:
+            lo[j] = min(lo[j], r[nk + 3])
+        if r[nk + 4] is not None:
+            hi[j] = max(hi[j], r[nk + 4])
+    out: dict[Hashable, Distribution] = {}
+    for g, j in index.items():
+        m = Moments(samples=int(acc[j, 0]), failures=int(acc[j, 1]), count=int(acc[j, 2]),
+                    total=float(acc[j, 3]), total_sq=float(acc[j, 4]), minimum=float(lo[j]),
+                    maximum=float(hi[j]))
+        row = matrix[j] if matrix.shape[1] else np.zeros(0)
+        out[g] = Distribution.sketched(Sketch(offset, row, float(zero[j])), m)
+    return out
 
 
 def _group_key(group: GroupFn, keys: tuple[Any, ...], t: float, window_s: int | None,

@@ -385,22 +385,23 @@ def quantiles_from_bins(offset: int, counts: NDArray[np.float64], zero_count: fl
 
 
 class GroupedBins:
-    """Many sketches merged per group at once: a dense (groups x keys) count matrix."""
+    """Many sketches merged per group at once: a dense (groups x keys) count matrix.
+    A sketch added with sign -1 is subtracted (day-to-date differences)."""
 
     def __init__(self, n_groups: int) -> None:
         self.n_groups = n_groups
+        self._parts: list[tuple[int, int, NDArray[np.float64]]] = []
         self._groups: list[NDArray[np.int64]] = []
         self._keys: list[NDArray[np.int64]] = []
         self._counts: list[NDArray[np.float64]] = []
         self.zero = np.zeros(n_groups)
 
-    def add(self, group: int, sketch: Sketch) -> None:
+    def add(self, group: int, sketch: Sketch, sign: float = 1.0) -> None:
         if sketch.counts.size:
-            self._groups.append(np.full(sketch.counts.size, group, dtype=np.int64))
-            self._keys.append(np.arange(sketch.counts.size, dtype=np.int64) + sketch.offset)
-            self._counts.append(sketch.counts)
+            self._parts.append((group, sketch.offset,
+                                sketch.counts if sign == 1.0 else sketch.counts * sign))
         if sketch.zero_count:
-            self.zero[group] += sketch.zero_count
+            self.zero[group] += sign * sketch.zero_count
 
     def add_blob(self, group: int, blob: bytes | None) -> None:
         if blob:
@@ -408,11 +409,25 @@ class GroupedBins:
 
     def matrix(self) -> tuple[int, NDArray[np.float64]]:
         """(offset, counts[group, key - offset])."""
-        if not self._keys:
+        if not self._parts and not self._keys:
             return 0, np.zeros((self.n_groups, 0))
+        if self._parts:
+            sizes = np.fromiter((p[2].size for p in self._parts), dtype=np.int64,
+                                count=len(self._parts))
+            groups = np.fromiter((p[0] for p in self._parts), dtype=np.int64,
+                                 count=len(self._parts))
+            offsets = np.fromiter((p[1] for p in self._parts), dtype=np.int64,
+                                  count=len(self._parts))
+            starts = np.cumsum(sizes) - sizes
+            within = np.arange(int(sizes.sum())) - np.repeat(starts, sizes)
+            self._groups.append(np.repeat(groups, sizes))
+            self._keys.append(np.repeat(offsets, sizes) + within)
+            self._counts.append(np.concatenate([p[2] for p in self._parts]))
+            self._parts = []
         keys = np.concatenate(self._keys)
         groups = np.concatenate(self._groups)
         counts = np.concatenate(self._counts)
+        self._keys, self._groups, self._counts = [keys], [groups], [counts]
         lo, hi = int(keys.min()), int(keys.max())
         width = hi - lo + 1
         flat = np.bincount(groups * width + (keys - lo), weights=counts,
