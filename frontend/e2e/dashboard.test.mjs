@@ -80,6 +80,10 @@ describe("dashboard", { timeout: 600_000 }, () => {
     const cookies = await browser.context.cookies(base);
     assert.ok(cookies.some((c) => c.name === "sw_session" && c.httpOnly), "httpOnly session cookie set");
     assert.ok(cookies.some((c) => c.name === "sw_csrf" && !c.httpOnly), "readable CSRF cookie set");
+    // Dark theme for the following screenshots; the settings test switches to light.
+    const toggle = page.getByRole("button", { name: /Switch to (light|dark) theme/ });
+    if ((await toggle.getAttribute("aria-label")) === "Switch to dark theme") await toggle.click();
+    assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), "dark");
   });
 
   step("the overview heatmap shows the seeded regions", async () => {
