@@ -17,6 +17,8 @@ import (
 	"stormwatch/agents/internal/config"
 	"stormwatch/agents/internal/probe/storage"
 	"stormwatch/agents/internal/sample"
+
+	"gopkg.in/yaml.v3"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -76,10 +78,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if shown.EnrollmentToken != "" {
 			shown.EnrollmentToken = shown.EnrollmentToken[:min(len(shown.EnrollmentToken), 12)] + "..."
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(shown)
-		fmt.Fprintln(stdout, "configuration is valid")
+		out, err := yaml.Marshal(shown)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+		_, _ = stdout.Write(out)
+		fmt.Fprintln(stdout, "# configuration is valid")
 		return 0
 	case "metadata":
 		enc := json.NewEncoder(stdout)
