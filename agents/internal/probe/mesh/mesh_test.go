@@ -195,7 +195,7 @@ func TestThreeAgentsMeasureAllNineOrderedPairsIncludingSelf(t *testing.T) {
 }
 
 func TestAKilledAgentYieldsLossSamplesWithinTheTimeoutAndRecoversAfterRestart(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const timeout = time.Second
 	agents, peers := meshOf(t, 3, 50, 256, timeout, nil)
 	victim := agents[2]
 	vid := peers[2].ID
@@ -213,8 +213,9 @@ func TestAKilledAgentYieldsLossSamplesWithinTheTimeoutAndRecoversAfterRestart(t 
 		}
 		return false
 	})
-	// Polling adds at most one poll interval to when the loss was recorded.
-	if d := firstLoss.Sub(killed); d > timeout+200*time.Millisecond {
+	// Polling adds a poll interval (and, on a loaded machine, some scheduling) to when the
+	// loss was recorded.
+	if d := firstLoss.Sub(killed); d > timeout+300*time.Millisecond {
 		t.Fatalf("first loss sample %v after the kill, want within the %v timeout", d, timeout)
 	}
 	okBefore := agents[0].col.count(func(s flat) bool { return s.peer == vid && s.status == sample.StatusOK })
