@@ -3,60 +3,20 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import ApiServer, Services
 from tests.helpers import enroll, now_us, post_batch
 
 SECRET = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY-not-a-real-key"
 
-# Serves the app with the storage-target router included even where main.py does not
-# (yet) register it, so these tests exercise the routes either way.
-SERVE = """
-import sys
-import uvicorn
-from stormwatch.main import API_PREFIX, create_app
-from stormwatch.api.routes.storage_targets import router
-app = create_app()
-if not any(getattr(r, "path", "") == API_PREFIX + "/storage-targets" for r in app.routes):
-    before = len(app.router.routes)
-    app.include_router(router, prefix=API_PREFIX)
-    # Ahead of the UI's catch-all GET route, as if registered in main.py.
-    added = app.router.routes[before:]
-    del app.router.routes[before:]
-    app.router.routes[0:0] = added
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
-"""
-
-
-class StorageApiServer(ApiServer):
-    def start(self) -> None:
-        from stormwatch.devtools.services import wait_for_port
-
-        with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", SERVE, str(self.port)], env=self.env,
-                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for_port(self.port, 60, self.proc)
-
-
-@pytest.fixture(scope="module")
-def storage_api(services: Services) -> Iterator[httpx.Client]:
-    server = StorageApiServer(services)
-    server.start()
-    try:
-        with server.client() as client:
-            yield client
-    finally:
-        server.stop()
+@pytest.fixture
+def storage_api(api: httpx.Client) -> httpx.Client:
+    return api
 
 
 def key(api_key: str) -> dict[str, str]:

@@ -24,8 +24,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from stormwatch.devtools.services import free_port
-from tests.api.test_storage_targets import StorageApiServer
-from tests.conftest import REPO, Services
+from tests.conftest import REPO, ApiServer
 
 AGENTS_DIR = REPO / "agents"
 EMULATORS = REPO / "scripts" / "emulators"
@@ -134,21 +133,13 @@ def target_body(provider: str, endpoint: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def storage_api_server(services: Services) -> Iterator[StorageApiServer]:
-    server = StorageApiServer(services)
-    server.start()
-    yield server
-    server.stop()
-
-
 def test_the_agent_measures_every_provider_and_its_samples_reach_the_database(
-        emulators: dict[str, str], storage_api_server: StorageApiServer, make_org: Any,
+        emulators: dict[str, str], api_server: ApiServer, make_org: Any,
         db: Engine, tmp_path: Path) -> None:
     org = make_org()
     h = {"Authorization": f"Bearer {org.api_key}"}
     targets: dict[str, str] = {}
-    with storage_api_server.client() as api:
+    with api_server.client() as api:
         assert api.patch("/api/v1/org", headers=h,
                          json={"mesh_settings": {"enabled": False}}).status_code == 200
         for provider, endpoint in emulators.items():
@@ -165,7 +156,7 @@ def test_the_agent_measures_every_provider_and_its_samples_reach_the_database(
     home.mkdir()
     config = home / "agent.yaml"
     config.write_text(
-        f"api_url: {storage_api_server.base_url}\n"
+        f"api_url: {api_server.base_url}\n"
         f"enrollment_token: {org.enrollment_token}\n"
         f"state_dir: {home / 'state'}\n"
         "name: e2e-storage\n"
