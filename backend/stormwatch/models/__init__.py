@@ -11,6 +11,7 @@ from stormwatch.models.samples import (
     storage_samples,
     throughput_samples,
 )
+from stormwatch.models.storage_target import StorageTarget, StorageTargetAgent
 
 __all__ = [
     "RAW_TABLES",
@@ -22,6 +23,8 @@ __all__ = [
     "EnrollmentToken",
     "IngestBatch",
     "Org",
+    "StorageTarget",
+    "StorageTargetAgent",
     "User",
     "UserSession",
     "mesh_samples",
