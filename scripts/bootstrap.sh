@@ -25,6 +25,8 @@ fi
 command -v redis-server >/dev/null || apt_install redis-server
 if [ "$purpose" = test ]; then
   apt_install chromium docker-compose sockperf
+  # Object-storage emulators for the storage-probe tests (moto, Azurite, fake-gcs-server).
+  scripts/emulators/install.sh
 fi
 
 # Python: a venv pinned by backend/requirements.lock; reinstalled only when the lock changes.
