@@ -67,10 +67,22 @@ TABLES = {
 }
 
 
+PREFIXES = {"mesh_rollups": ["rtt_us"], "quorum_rollups": ["latency_us"],
+            "storage_rollups": ["latency_us", "adj_latency_us"],
+            "throughput_rollups": ["bytes_per_s"]}
+
+
 def upgrade() -> None:
     for table, (cols, pk) in TABLES.items():
         op.execute(f"CREATE TABLE {table} ({COMMON} {cols} CONSTRAINT pk_{table} PRIMARY KEY ({pk}))")
-        op.execute(f"CREATE INDEX ix_{table}_time ON {table} (org_id, bucket_s, bucket_start)")
+        # Covering: fleet-wide moments (counts, sums, min, max) come from index-only scans.
+        include = ", ".join([c for c in pk.replace(" ", "").split(",")
+                             if c not in ("org_id", "bucket_s", "bucket_start")]
+                            + ["sample_count", "failure_count"]
+                            + [f"{p}_{s}" for p in PREFIXES[table]
+                               for s in ("count", "min", "max", "sum", "sum_sq")])
+        op.execute(f"CREATE INDEX ix_{table}_time ON {table} (org_id, bucket_s, bucket_start) "
+                   f"INCLUDE ({include})")
         # Coarser buckets are re-rolled from finer rows recomputed since the last pass.
         op.execute(f"CREATE INDEX ix_{table}_computed ON {table} (bucket_s, computed_at)")
     op.execute("""
