@@ -12,8 +12,8 @@ export default defineConfig({
     rollupOptions: {
       output: {
         manualChunks(id: string) {
-          if (id.includes("node_modules/recharts") || id.includes("node_modules/d3-") || id.includes("node_modules/victory-vendor")) return "charts";
-          if (id.includes("node_modules/react") || id.includes("node_modules/scheduler")) return "react";
+          // React alone in the first chunk; Recharts and its state libraries load with the first chart.
+          if (/node_modules\/(react|react-dom|scheduler)\//.test(id)) return "react";
           return undefined;
         },
       },

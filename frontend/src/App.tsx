@@ -9,7 +9,10 @@ import { useTheme } from "./lib/theme";
 import { Login } from "./pages/Login";
 
 // Pages load on demand: the charts library only arrives with the first chart page.
-const Overview = lazy(() => import("./pages/Overview"));
+const loadOverview = () => import("./pages/Overview");
+// The overview is the landing page: fetch its code while the session is being checked.
+if (window.location.pathname === "/" || window.location.pathname === "/overview") void loadOverview();
+const Overview = lazy(loadOverview);
 const Pair = lazy(() => import("./pages/Pair"));
 const Distributions = lazy(() => import("./pages/Distributions"));
 const Storage = lazy(() => import("./pages/Storage"));
