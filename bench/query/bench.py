@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import queue
 import shutil
-import threading
 import signal
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -340,7 +340,8 @@ def time_rollup(dsn: str, now: datetime) -> str:
     dt = time.perf_counter() - t
     engine.dispose()
     return (f"rollup: 10 min of raw ({n:,} samples, {rows:,} minute rows) in {dt:.2f} s = "
-            f"{float(n or 0) / dt:,.0f} samples/s against an ingest of {len(PROVIDERS) * 8 * 24} samples/s")
+            f"{float(n or 0) / dt:,.0f} samples/s against an ingest of "
+            f"{len(PROVIDERS) * 8 * 24} samples/s")
 
 
 def percentile(xs: list[float], p: float) -> float:
@@ -405,9 +406,7 @@ def run_queries(base_url: str, api_key: str, fleet: FleetModel, now: datetime) -
             for i in range(RUNS + 3):
                 path, params = make(jitter())
                 s, d = pair()
-                if "src" in params and params["src"] is None:
-                    params["src"] = s
-                elif "src" in params:
+                if "src" in params and params["src"] is None or "src" in params:
                     params["src"] = s
                 if "dst" in params:
                     params["dst"] = d

@@ -74,7 +74,8 @@ PREFIXES = {"mesh_rollups": ["rtt_us"], "quorum_rollups": ["latency_us"],
 
 def upgrade() -> None:
     for table, (cols, pk) in TABLES.items():
-        op.execute(f"CREATE TABLE {table} ({COMMON} {cols} CONSTRAINT pk_{table} PRIMARY KEY ({pk}))")
+        op.execute(f"CREATE TABLE {table} ({COMMON} {cols} "
+                   f"CONSTRAINT pk_{table} PRIMARY KEY ({pk}))")
         # Covering: fleet-wide moments (counts, sums, min, max) come from index-only scans.
         include = ", ".join([c for c in pk.replace(" ", "").split(",")
                              if c not in ("org_id", "bucket_s", "bucket_start")]

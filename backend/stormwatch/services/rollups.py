@@ -82,7 +82,8 @@ def floor_time(t: datetime, bucket_s: int) -> datetime:
 # --- grouping helpers -----------------------------------------------------------------
 
 
-def _group_index(keys: Sequence[tuple[Any, ...]]) -> tuple[NDArray[np.int64], list[tuple[Any, ...]]]:
+def _group_index(keys: Sequence[tuple[Any, ...]]
+                 ) -> tuple[NDArray[np.int64], list[tuple[Any, ...]]]:
     index: dict[tuple[Any, ...], int] = {}
     ids = np.empty(len(keys), dtype=np.int64)
     for i, k in enumerate(keys):
@@ -160,8 +161,8 @@ def stats_from_values(values: NDArray[np.float64], groups: NDArray[np.int64],
     ok = np.isfinite(values)
     v, g = values[ok], groups[ok]
     count = np.bincount(g, minlength=n_groups).astype(np.int64)
-    total = np.bincount(g, weights=v, minlength=n_groups)
-    total_sq = np.bincount(g, weights=v * v, minlength=n_groups)
+    total = np.bincount(g, weights=v, minlength=n_groups).astype(np.float64)
+    total_sq = np.bincount(g, weights=v * v, minlength=n_groups).astype(np.float64)
     mn, mx = _group_min_max(v, g, n_groups)
     pos = v > MIN_INDEXABLE
     zero = np.bincount(g[~pos], minlength=n_groups).astype(np.float64)
@@ -174,8 +175,8 @@ def merge_stat_rows(groups: NDArray[np.int64], n_groups: int, count: NDArray[np.
                     mn: NDArray[np.float64], mx: NDArray[np.float64], total: NDArray[np.float64],
                     total_sq: NDArray[np.float64], blobs: Sequence[bytes]) -> StatColumns:
     c = np.bincount(groups, weights=count, minlength=n_groups).astype(np.int64)
-    t = np.bincount(groups, weights=total, minlength=n_groups)
-    t2 = np.bincount(groups, weights=total_sq, minlength=n_groups)
+    t = np.bincount(groups, weights=total, minlength=n_groups).astype(np.float64)
+    t2 = np.bincount(groups, weights=total_sq, minlength=n_groups).astype(np.float64)
     lo = np.full(n_groups, np.inf)
     hi = np.full(n_groups, -np.inf)
     np.minimum.at(lo, groups, np.where(np.isfinite(mn), mn, np.inf))
@@ -340,7 +341,7 @@ def refresh_day_to_date(conn: Connection, kind_name: str, org: uuid.UUID, day: d
         if acc is None:
             acc = running[key] = [Sketch(0, np.zeros(0), 0.0) for _ in kind.values]
         row: dict[str, Any] = {"o": org, "b": r[nk]}
-        for j, (prefix, _) in enumerate(kind.values):
+        for j in range(len(kind.values)):
             acc[j] = _add_sketch(acc[j], decode(bytes(r[nk + 1 + j])))
             if r[nk] >= from_hour:
                 row[f"d{j}"] = encode(acc[j])
@@ -410,7 +411,8 @@ def _roll_one_coarse(conn: Connection, kind: RollupKind, org: uuid.UUID, bucket_
 
 
 def stale_coarse_buckets(conn: Connection, kind_name: str, bucket_s: int,
-                         since: datetime) -> tuple[list[tuple[uuid.UUID, datetime]], datetime | None]:
+                         since: datetime
+                         ) -> tuple[list[tuple[uuid.UUID, datetime]], datetime | None]:
     """(org, bucket) pairs at `bucket_s` whose finer rows were recomputed after `since`, and
     the newest computed_at seen."""
     kind = KINDS[kind_name]
@@ -434,7 +436,8 @@ def _watermark(conn: Connection, key: str) -> datetime | None:
 def _set_watermark(conn: Connection, key: str, value: datetime) -> None:
     conn.execute(text(
         "INSERT INTO rollup_watermarks (kind, rolled_until, updated_at) VALUES (:k, :v, now()) "
-        "ON CONFLICT (kind) DO UPDATE SET rolled_until = EXCLUDED.rolled_until, updated_at = now()"),
+        "ON CONFLICT (kind) DO UPDATE SET rolled_until = EXCLUDED.rolled_until, "
+        "updated_at = now()"),
         {"k": key, "v": value})
 
 

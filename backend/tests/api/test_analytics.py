@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from stormwatch.services import rollups
 from tests.conftest import REPO, ApiServer, Services
@@ -40,7 +40,8 @@ class AnalyticsApiServer(ApiServer):
 
         with open(self.log, "ab") as logf:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "--factory", "tests.api.test_analytics:create_app",
+                [sys.executable, "-m", "uvicorn", "--factory",
+                 "tests.api.test_analytics:create_app",
                  "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
                 env={**self.env, "PYTHONPATH": str(REPO / "backend")}, cwd=REPO / "backend",
                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)

@@ -60,7 +60,8 @@ def org_id(make_org: Callable) -> str:
     return make_org().org_id
 
 
-def test_rollup_percentiles_match_numpy_for_buckets_ranges_and_groups(db: Engine, org_id: str) -> None:
+def test_rollup_percentiles_match_numpy_for_buckets_ranges_and_groups(db: Engine,
+                                                                     org_id: str) -> None:
     rng = np.random.default_rng(7)
     start = rollups.floor_time(datetime.now(UTC) - timedelta(hours=4), 3600)
     a, b, c = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
@@ -141,7 +142,8 @@ def test_late_samples_are_rolled_in_without_duplicates(db: Engine, org_id: str) 
     with db.connect() as conn:
         m5 = conn.execute(text(
             "SELECT count(*), sum(sample_count) FROM mesh_rollups WHERE org_id = :o AND "
-            "bucket_s = 60 AND bucket_start = :t"), {"o": org_id, "t": start + timedelta(minutes=5)}).one()
+            "bucket_s = 60 AND bucket_start = :t"),
+            {"o": org_id, "t": start + timedelta(minutes=5)}).one()
         m9 = conn.execute(text(
             "SELECT sum(sample_count) FROM mesh_rollups WHERE org_id = :o AND bucket_s = 60 "
             "AND bucket_start = :t"), {"o": org_id, "t": start + timedelta(minutes=9)}).scalar()

@@ -8,7 +8,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, status
+from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import PlainTextResponse
 
 from stormwatch.api.deps import OrgPrincipalDep, SessionDep
@@ -34,7 +34,7 @@ PairKind = Literal["mesh", "throughput"]
 
 
 def _invalid(param: str, message: str) -> HTTPException:
-    return HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
+    return HTTPException(422,
                          [{"loc": ["query", param], "msg": message, "type": "value_error"}])
 
 
@@ -73,13 +73,15 @@ def filters(
     end: Annotated[datetime | None, Query(description="UTC; default now")] = None,
     agents: Annotated[list[str] | None, Query(
         description="agent ids; every agent of a series must be one of them")] = None,
-    src: Annotated[list[str] | None, Query(description="source agent ids (or quorum/storage agents)")] = None,
+    src: Annotated[list[str] | None, Query(
+        description="source agent ids (the agent for quorum and storage)")] = None,
     dst: Annotated[list[str] | None, Query(description="destination agent ids")] = None,
     regions: ListParam = None,
     zones: ListParam = None,
     providers: ListParam = None,
     topology_class: Annotated[list[str] | None, Query(
-        description="self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider")] = None,
+        description="self, same_subnet, cross_subnet, cross_az, cross_region, "
+        "cross_provider")] = None,
     payload_bytes: ListParam = None,
     resolution: Annotated[Literal["auto", "raw", "1m", "1h", "1d"], Query(
         description="auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute "
@@ -208,7 +210,8 @@ async def get_heatmap(kind: PairKind, principal: OrgPrincipalDep, session: Sessi
 async def get_level_shifts(kind: KindParam, principal: OrgPrincipalDep, session: SessionDep,
                            f: FiltersDep, window_s: Annotated[int, Query(gt=0)] = 30,
                            min_step: Annotated[float | None, Query(
-                               description="smallest step to report (default 3 noise sigmas)")] = None
+                               description="smallest step to report "
+                               "(default 3 noise sigmas)")] = None
                            ) -> Any:
     return await _run(analyses.level_shift_report(session, principal.org_id, kind, f, window_s,
                                                   min_step))

@@ -51,7 +51,8 @@ async def _grouping(session: AsyncSession, org_id: uuid.UUID, kind: str, group_b
 
 
 async def summary(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
-                  group_by: str = "all", percentiles: Sequence[float] | None = None) -> dict[str, Any]:
+                  group_by: str = "all", percentiles: Sequence[float] | None = None
+                  ) -> dict[str, Any]:
     fleet = await load_fleet(session, org_id)
     g = await load_grouped(session, org_id, kind, f, await _grouping(session, org_id, kind,
                                                                      group_by, fleet), fleet)
@@ -212,8 +213,8 @@ async def storage_comparison(session: AsyncSession, org_id: uuid.UUID, f: Filter
     grouping = await _grouping(session, org_id, "storage",
                                "provider_op_size" if by == "provider" else "target_op_size", fleet)
     raw = await load_grouped(session, org_id, "storage", f, grouping, fleet)
-    adj = await load_grouped(session, org_id, "storage", Filters(**{**f.__dict__, "adjusted": True}),
-                             grouping, fleet)
+    adj = await load_grouped(session, org_id, "storage",
+                             Filters(**{**f.__dict__, "adjusted": True}), grouping, fleet)
     rows = []
     for k in sorted(raw.groups, key=str):
         d = raw.groups[k]
@@ -229,7 +230,8 @@ async def storage_comparison(session: AsyncSession, org_id: uuid.UUID, f: Filter
             "median_adj_latency_ms": None if amed is None else amed / 1000,
             "p90_latency_ms": (lambda x: None if x is None else x / 1000)(d.quantiles([0.9])[0]),
             "median_latency_per_bit_ns": None if med is None or not bits else med * 1000 / bits,
-            "median_adj_latency_per_bit_ns": None if amed is None or not bits else amed * 1000 / bits,
+            "median_adj_latency_per_bit_ns": (None if amed is None or not bits
+                                              else amed * 1000 / bits),
         })
     return {"source": raw.source.as_dict(), "by": by, "rows": rows}
 
@@ -307,8 +309,8 @@ async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str
     """Seed 003 Lesson 11: change points of the windowed medians, with segment levels and
     step sizes."""
     source, times, vals = await _windowed_medians(session, org_id, kind, f, window_s)
-    r = level_shifts(vals, min_step=min_step) if times.size else {"breakpoints": [],
-                                                                  "segments": [], "noise": 0.0}
+    r: dict[str, Any] = (level_shifts(vals, min_step=min_step) if times.size
+                         else {"breakpoints": [], "segments": [], "noise": 0.0})
 
     def ts(i: int) -> datetime:
         return datetime.fromtimestamp(int(times[i]), UTC)

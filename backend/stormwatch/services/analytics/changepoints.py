@@ -123,7 +123,8 @@ def _drop_excursions(x: NDArray[np.float64], bkps: list[int], threshold: float,
     return bkps
 
 
-def _segments(x: NDArray[np.float64], bkps: list[int], idx_map: NDArray[np.int64]) -> list[dict[str, Any]]:
+def _segments(x: NDArray[np.float64], bkps: list[int],
+              idx_map: NDArray[np.int64]) -> list[dict[str, Any]]:
     if x.size == 0:
         return []
     bounds = [0, *bkps, x.size]

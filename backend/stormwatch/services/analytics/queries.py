@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -131,9 +131,10 @@ class Fleet:
 
 
 async def load_fleet(session: AsyncSession, org_id: uuid.UUID) -> Fleet:
-    agents = {r.id: AgentInfo(r.id, r.name, r.provider, r.region, r.zone) for r in (await session.execute(
+    rows = (await session.execute(
         text("SELECT id, name, provider, region, zone FROM agents WHERE org_id = :o"),
-        {"o": org_id})).all()}
+        {"o": org_id})).all()
+    agents = {r.id: AgentInfo(r.id, r.name, r.provider, r.region, r.zone) for r in rows}
     topo = {(r.src_agent_id, r.dst_agent_id): r.topology_class for r in (await session.execute(
         text("SELECT src_agent_id, dst_agent_id, topology_class FROM agent_pairs "
              "WHERE org_id = :o"), {"o": org_id})).all()}
@@ -212,6 +213,13 @@ def _selected_agents(fleet: Fleet, f: Filters) -> set[uuid.UUID] | None:
     return out
 
 
+def _restrict(allowed: set[uuid.UUID] | None, ids: list[uuid.UUID] | None
+              ) -> set[uuid.UUID] | None:
+    if ids is None:
+        return allowed
+    return set(ids) if allowed is None else set(ids) & allowed
+
+
 def _where(spec: KindSpec, fleet: Fleet, f: Filters, params: dict[str, Any]
            ) -> tuple[list[str], int]:
     """SQL conditions for the filters, and an estimate of how many series they select."""
@@ -220,8 +228,8 @@ def _where(spec: KindSpec, fleet: Fleet, f: Filters, params: dict[str, Any]
     n_series = n_agents
     allowed = _selected_agents(fleet, f)
     if spec.pair:
-        srcs = allowed if f.src is None else (set(f.src) & allowed if allowed is not None else set(f.src))
-        dsts = allowed if f.dst is None else (set(f.dst) & allowed if allowed is not None else set(f.dst))
+        srcs = _restrict(allowed, f.src)
+        dsts = _restrict(allowed, f.dst)
         n_series = (n_agents if srcs is None else len(srcs)) * (
             n_agents if dsts is None else len(dsts))
         if srcs is not None:
@@ -269,7 +277,7 @@ def few_series(spec: KindSpec, f: Filters) -> bool:
     return bool(f.src and len(f.src) <= FEW_SERIES)
 
 
-GroupFn = Callable[[tuple[Any, ...]], Hashable | None]
+GroupFn = Callable[[tuple[Any, ...]], Any]
 
 
 @dataclass
@@ -277,9 +285,9 @@ class Grouped:
     """Distributions per group key (and per window start when windowed)."""
 
     source: Source
-    groups: dict[Hashable, Distribution]
+    groups: dict[Any, Distribution]
 
-    def quantiles(self, keys: Sequence[Hashable], qs: Sequence[float]) -> np.ndarray:
+    def quantiles(self, keys: Sequence[Any], qs: Sequence[float]) -> np.ndarray:
         """Quantiles for many groups at once (groups x qs), NaN where empty. Sketched groups
         share one count matrix, so this is one vectorised pass instead of a loop."""
         out = np.full((len(keys), len(qs)), np.nan)
@@ -348,7 +356,7 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
 
 async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
                             params: dict[str, Any], where: list[str], group: GroupFn,
-                            source: Source) -> dict[Hashable, Distribution] | None:
+                            source: Source) -> dict[Any, Distribution] | None:
     """Hourly answer from day-to-date sketches: per series and UTC day, the latest hour's
     day-to-date sketch in range, minus (on the first day) the latest one before the range.
     Moments are summed from the hourly rows in SQL. None when a sketch is missing."""
@@ -384,21 +392,22 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
         by_hour.setdefault(r[nk], []).append(r)
     series = {tuple(r[:nk]) for r in moments}
     complete = all({tuple(r[:nk]) for r in by_hour.get(h, [])} >= series for h in plus_hours)
+    plus: list[Any]
     if complete:
         plus = [(*r[:nk], r[nk + 1]) for h in plus_hours for r in by_hour.get(h, [])]
     else:
-        plus = (await session.execute(text(latest), {**params, "a": source.start,
-                                                      "b": source.end})).all()
+        plus = list((await session.execute(text(latest), {**params, "a": source.start,
+                                                           "b": source.end})).all())
     minus: list[Any] = []
     if minus_hour is not None:
         at_minus = by_hour.get(minus_hour, [])
         if {tuple(r[:nk]) for r in at_minus} >= series:
             minus = [(*r[:nk], r[nk + 1]) for r in at_minus]
         else:
-            minus = (await session.execute(text(latest), {**params, "a": day0,
-                                                           "b": source.start})).all()
-    index: dict[Hashable, int] = {}
-    cache: dict[tuple[Any, ...], Hashable | None] = {}
+            minus = list((await session.execute(text(latest), {**params, "a": day0,
+                                                                "b": source.start})).all())
+    index: dict[Any, int] = {}
+    cache: dict[tuple[Any, ...], Any] = {}
     for r in moments:
         g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
         if g is not None and g not in index:
@@ -408,11 +417,11 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
         return {}
     bins = GroupedBins(n)
     for rows, sign in ((plus, 1.0), (minus, -1.0)):
-        for r in rows:
-            blob = r[nk]
+        for item in rows:
+            blob = item[nk]
             if blob is None:
                 return None
-            g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
+            g = _group_key(group, tuple(item[:nk]), 0.0, None, cache)
             if g is None or g not in index:
                 continue
             bins.add(index[g], decode(blob), sign)
@@ -432,7 +441,7 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
             lo[j] = min(lo[j], r[nk + 3])
         if r[nk + 4] is not None:
             hi[j] = max(hi[j], r[nk + 4])
-    out: dict[Hashable, Distribution] = {}
+    out: dict[Any, Distribution] = {}
     for g, j in index.items():
         m = Moments(samples=int(acc[j, 0]), failures=int(acc[j, 1]), count=int(acc[j, 2]),
                     total=float(acc[j, 3]), total_sq=float(acc[j, 4]), minimum=float(lo[j]),
@@ -443,7 +452,7 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
 
 
 def _group_key(group: GroupFn, keys: tuple[Any, ...], t: float, window_s: int | None,
-               cache: dict[tuple[Any, ...], Hashable | None]) -> Hashable | None:
+               cache: dict[tuple[Any, ...], Any]) -> Any:
     g = cache.get(keys, ...)
     if g is ...:
         g = cache[keys] = group(keys)
@@ -453,9 +462,9 @@ def _group_key(group: GroupFn, keys: tuple[Any, ...], t: float, window_s: int | 
 
 
 def _group_raw(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | None
-               ) -> dict[Hashable, Distribution]:
-    index: dict[Hashable, int] = {}
-    cache: dict[tuple[Any, ...], Hashable | None] = {}
+               ) -> dict[Any, Distribution]:
+    index: dict[Any, int] = {}
+    cache: dict[tuple[Any, ...], Any] = {}
     gid = np.full(len(rows), -1, dtype=np.int64)
     vals = np.empty(len(rows))
     failed = np.zeros(len(rows), dtype=bool)
@@ -475,7 +484,7 @@ def _group_raw(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | Non
     order = np.argsort(gid, kind="stable")
     gid, vals, failed = gid[order], vals[order], failed[order]
     bounds = np.searchsorted(gid, np.arange(len(index) + 1))
-    out: dict[Hashable, Distribution] = {}
+    out: dict[Any, Distribution] = {}
     for g, j in index.items():
         a, b = bounds[j], bounds[j + 1]
         v = vals[a:b]
@@ -488,9 +497,9 @@ def _group_raw(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | Non
 
 
 def _group_rollups(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | None
-                   ) -> dict[Hashable, Distribution]:
-    index: dict[Hashable, int] = {}
-    cache: dict[tuple[Any, ...], Hashable | None] = {}
+                   ) -> dict[Any, Distribution]:
+    index: dict[Any, int] = {}
+    cache: dict[tuple[Any, ...], Any] = {}
     gids: list[int] = []
     kept: list[Any] = []
     for r in rows:
@@ -507,7 +516,8 @@ def _group_rollups(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int |
         return {}
     gid = np.asarray(gids, dtype=np.int64)
     b = nk + 1
-    cols = np.array([[r[b], r[b + 1], r[b + 2], r[b + 5], r[b + 6]] for r in kept], dtype=np.float64)
+    cols = np.array([[r[b], r[b + 1], r[b + 2], r[b + 5], r[b + 6]] for r in kept],
+                    dtype=np.float64)
     mins = np.array([np.inf if r[b + 3] is None else r[b + 3] for r in kept])
     maxs = np.array([-np.inf if r[b + 4] is None else r[b + 4] for r in kept])
     samples = np.bincount(gid, weights=cols[:, 0], minlength=n)
@@ -523,7 +533,7 @@ def _group_rollups(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int |
     for j, r in zip(gids, kept, strict=True):
         bins.add(j, decode(r[b + 7]))
     offset, matrix = bins.matrix()
-    out: dict[Hashable, Distribution] = {}
+    out: dict[Any, Distribution] = {}
     for g, j in index.items():
         m = Moments(samples=int(samples[j]), failures=int(failures[j]), count=int(counts[j]),
                     total=float(sums[j]), total_sq=float(sums_sq[j]), minimum=float(lo[j]),

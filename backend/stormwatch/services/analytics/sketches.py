@@ -253,7 +253,7 @@ def _decode_store(buf: bytes, pos: int, end: int) -> tuple[int, NDArray[np.float
         keys = np.concatenate([keys, np.arange(contiguous.size) + c_offset])
         vals = np.concatenate([vals, contiguous])
     lo = int(keys.min())
-    return lo, np.bincount(keys - lo, weights=vals)
+    return lo, np.bincount(keys - lo, weights=vals).astype(np.float64)
 
 
 _MAPPING_LEN = len(_MAPPING)
@@ -432,7 +432,7 @@ class GroupedBins:
         width = hi - lo + 1
         flat = np.bincount(groups * width + (keys - lo), weights=counts,
                            minlength=self.n_groups * width)
-        return lo, flat.reshape(self.n_groups, width)
+        return lo, flat.reshape(self.n_groups, width).astype(np.float64, copy=False)
 
     def sketch(self, group: int) -> Sketch:
         lo, m = self.matrix()

@@ -84,7 +84,8 @@ class Distribution:
     _cum: NDArray[np.float64] | None = field(default=None, repr=False)
 
     @classmethod
-    def exact(cls, values: NDArray[np.float64] | Sequence[float], failures: int = 0) -> Distribution:
+    def exact(cls, values: NDArray[np.float64] | Sequence[float],
+              failures: int = 0) -> Distribution:
         v = np.sort(np.asarray(values, dtype=np.float64))
         m = Moments(samples=int(v.size) + failures, failures=failures, count=int(v.size),
                     total=float(v.sum()), total_sq=float(np.dot(v, v)),
@@ -178,7 +179,8 @@ class Distribution:
         return [{"lower": (lo + i) * bucket_width, "upper": (lo + i + 1) * bucket_width,
                  "count": float(c)} for i, c in enumerate(counts) if c > 0]
 
-    def cdf(self, tail_fraction: float | None = None, max_points: int = 2000) -> list[dict[str, float]]:
+    def cdf(self, tail_fraction: float | None = None,
+            max_points: int = 2000) -> list[dict[str, float]]:
         """CDF points (value, fraction <= value); `tail_fraction=0.05` keeps the top 5%."""
         if self.count == 0:
             return []
@@ -212,7 +214,8 @@ def welch_t_test(a: Distribution, b: Distribution) -> dict[str, Any]:
         p = 0.0 if mean_a != mean_b else 1.0
     else:
         t = (mean_a - mean_b) / math.sqrt(se2)
-        dof = se2 ** 2 / ((va / ma.count) ** 2 / (ma.count - 1) + (vb / mb.count) ** 2 / (mb.count - 1))
+        dof = se2**2 / ((va / ma.count) ** 2 / (ma.count - 1)
+                        + (vb / mb.count) ** 2 / (mb.count - 1))
         p = float(2 * sp_stats.t.sf(abs(t), dof))
     return {"mean_a": mean_a, "mean_b": mean_b, "std_a": ma.std, "std_b": mb.std,
             "count_a": ma.count, "count_b": mb.count, "t": t, "dof": dof, "p_value": p,
