@@ -311,6 +311,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/storage-targets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Storage Targets */
+        get: operations["list_storage_targets_api_v1_storage_targets_get"];
+        put?: never;
+        /** Create Storage Target */
+        post: operations["create_storage_target_api_v1_storage_targets_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/storage-targets/{target_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Storage Target */
+        get: operations["get_storage_target_api_v1_storage_targets__target_id__get"];
+        put?: never;
+        post?: never;
+        /** Delete Storage Target */
+        delete: operations["delete_storage_target_api_v1_storage_targets__target_id__delete"];
+        options?: never;
+        head?: never;
+        /** Update Storage Target */
+        patch: operations["update_storage_target_api_v1_storage_targets__target_id__patch"];
+        trace?: never;
+    };
     "/api/v1/analytics/{kind}/summary": {
         parameters: {
             query?: never;
@@ -581,43 +618,6 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
-        trace?: never;
-    };
-    "/api/v1/storage-targets": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** List Storage Targets */
-        get: operations["list_storage_targets_api_v1_storage_targets_get"];
-        put?: never;
-        /** Create Storage Target */
-        post: operations["create_storage_target_api_v1_storage_targets_post"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/storage-targets/{target_id}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Get Storage Target */
-        get: operations["get_storage_target_api_v1_storage_targets__target_id__get"];
-        put?: never;
-        post?: never;
-        /** Delete Storage Target */
-        delete: operations["delete_storage_target_api_v1_storage_targets__target_id__delete"];
-        options?: never;
-        head?: never;
-        /** Update Storage Target */
-        patch: operations["update_storage_target_api_v1_storage_targets__target_id__patch"];
         trace?: never;
     };
 }
@@ -2466,998 +2466,6 @@ export interface operations {
             };
         };
     };
-    get_summary_api_v1_analytics__kind__summary_get: {
-        parameters: {
-            query?: {
-                group_by?: string;
-                /** @description storage: latency minus the endpoint RTT */
-                adjusted?: boolean;
-                percentiles?: string | null;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "quorum" | "storage" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SummaryResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_series_api_v1_analytics__kind__series_get: {
-        parameters: {
-            query?: {
-                window_s?: number;
-                percentiles?: string;
-                group_by?: string;
-                /** @description storage: latency minus the endpoint RTT */
-                adjusted?: boolean;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "quorum" | "storage" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["SeriesResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_series_csv_api_v1_analytics__kind__series_csv_get: {
-        parameters: {
-            query?: {
-                window_s?: number;
-                percentiles?: string;
-                group_by?: string;
-                /** @description storage: latency minus the endpoint RTT */
-                adjusted?: boolean;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "quorum" | "storage" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "text/plain": string;
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_distribution_api_v1_analytics__kind__distribution_get: {
-        parameters: {
-            query?: {
-                bucket_width?: number;
-                tail_fraction?: number | null;
-                /** @description storage: latency minus the endpoint RTT */
-                adjusted?: boolean;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "quorum" | "storage" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["DistributionResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_boxplots_api_v1_analytics__kind__boxplots_get: {
-        parameters: {
-            query?: {
-                group_by?: string;
-                /** @description storage: latency minus the endpoint RTT */
-                adjusted?: boolean;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "quorum" | "storage" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["BoxplotResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_heatmap_api_v1_analytics__kind__heatmap_get: {
-        parameters: {
-            query?: {
-                level?: string;
-                stat?: string;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HeatmapResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_level_shifts_api_v1_analytics__kind__level_shifts_get: {
-        parameters: {
-            query?: {
-                window_s?: number;
-                /** @description smallest step to report (default 3 noise sigmas) */
-                min_step?: number | null;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "quorum" | "storage" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["LevelShiftResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_cycles_api_v1_analytics__kind__cycles_get: {
-        parameters: {
-            query?: {
-                window_s?: number;
-                min_period_s?: number;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "quorum" | "storage" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_asymmetry_api_v1_analytics__kind__asymmetry_get: {
-        parameters: {
-            query?: {
-                level?: string;
-                stat?: string;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_welch_api_v1_analytics__kind__welch_get: {
-        parameters: {
-            query: {
-                a: string;
-                b: string;
-                group_by?: string;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "quorum" | "storage" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["WelchResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_cv_rmse_api_v1_analytics__kind__cv_rmse_get: {
-        parameters: {
-            query: {
-                a: string;
-                b: string;
-                window_s?: number;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path: {
-                kind: "mesh" | "throughput";
-            };
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["CvRmseResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_detours_api_v1_analytics_mesh_detours_get: {
-        parameters: {
-            query?: {
-                level?: string;
-                tolerance?: number;
-                min_excess?: number;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_quorum_compare_api_v1_analytics_quorum_compare_get: {
-        parameters: {
-            query?: {
-                members?: string[] | null;
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_storage_comparison_api_v1_analytics_storage_comparison_get: {
-        parameters: {
-            query?: {
-                by?: "provider" | "target";
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_storage_daily_api_v1_analytics_storage_daily_medians_get: {
-        parameters: {
-            query?: {
-                by?: "provider" | "target";
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    get_storage_replication_api_v1_analytics_storage_replication_get: {
-        parameters: {
-            query?: {
-                /** @description UTC; default end - 1 h */
-                start?: string | null;
-                /** @description UTC; default now */
-                end?: string | null;
-                /** @description agent ids; every agent of a series must be one of them */
-                agents?: string[] | null;
-                /** @description source agent ids (or quorum/storage agents) */
-                src?: string[] | null;
-                /** @description destination agent ids */
-                dst?: string[] | null;
-                regions?: string[] | null;
-                zones?: string[] | null;
-                providers?: string[] | null;
-                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
-                topology_class?: string[] | null;
-                payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
-                target?: string[] | null;
-                op?: string[] | null;
-                variant?: string[] | null;
-                content?: string[] | null;
-                size_bytes?: string[] | null;
-                copies?: string[] | null;
-                concurrency?: string[] | null;
-                group_name?: string[] | null;
-                proto?: string[] | null;
-                direction?: string[] | null;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
     list_storage_targets_api_v1_storage_targets_get: {
         parameters: {
             query?: never;
@@ -3593,6 +2601,998 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["StorageTargetPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_summary_api_v1_analytics__kind__summary_get: {
+        parameters: {
+            query?: {
+                group_by?: string;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                percentiles?: string | null;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SummaryResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_series_api_v1_analytics__kind__series_get: {
+        parameters: {
+            query?: {
+                window_s?: number;
+                percentiles?: string;
+                group_by?: string;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SeriesResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_series_csv_api_v1_analytics__kind__series_csv_get: {
+        parameters: {
+            query?: {
+                window_s?: number;
+                percentiles?: string;
+                group_by?: string;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_distribution_api_v1_analytics__kind__distribution_get: {
+        parameters: {
+            query?: {
+                bucket_width?: number;
+                tail_fraction?: number | null;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DistributionResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_boxplots_api_v1_analytics__kind__boxplots_get: {
+        parameters: {
+            query?: {
+                group_by?: string;
+                /** @description storage: latency minus the endpoint RTT */
+                adjusted?: boolean;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BoxplotResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_heatmap_api_v1_analytics__kind__heatmap_get: {
+        parameters: {
+            query?: {
+                level?: string;
+                stat?: string;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeatmapResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_level_shifts_api_v1_analytics__kind__level_shifts_get: {
+        parameters: {
+            query?: {
+                window_s?: number;
+                /** @description smallest step to report (default 3 noise sigmas) */
+                min_step?: number | null;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LevelShiftResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_cycles_api_v1_analytics__kind__cycles_get: {
+        parameters: {
+            query?: {
+                window_s?: number;
+                min_period_s?: number;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_asymmetry_api_v1_analytics__kind__asymmetry_get: {
+        parameters: {
+            query?: {
+                level?: string;
+                stat?: string;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_welch_api_v1_analytics__kind__welch_get: {
+        parameters: {
+            query: {
+                a: string;
+                b: string;
+                group_by?: string;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "quorum" | "storage" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WelchResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_cv_rmse_api_v1_analytics__kind__cv_rmse_get: {
+        parameters: {
+            query: {
+                a: string;
+                b: string;
+                window_s?: number;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path: {
+                kind: "mesh" | "throughput";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CvRmseResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_detours_api_v1_analytics_mesh_detours_get: {
+        parameters: {
+            query?: {
+                level?: string;
+                tolerance?: number;
+                min_excess?: number;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_quorum_compare_api_v1_analytics_quorum_compare_get: {
+        parameters: {
+            query?: {
+                members?: string[] | null;
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_storage_comparison_api_v1_analytics_storage_comparison_get: {
+        parameters: {
+            query?: {
+                by?: "provider" | "target";
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_storage_daily_api_v1_analytics_storage_daily_medians_get: {
+        parameters: {
+            query?: {
+                by?: "provider" | "target";
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_storage_replication_api_v1_analytics_storage_replication_get: {
+        parameters: {
+            query?: {
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
+                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AnalysisResponse"];
                 };
             };
             /** @description Validation Error */
