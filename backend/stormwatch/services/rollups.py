@@ -458,6 +458,27 @@ def mark_late_minutes(conn: Connection, kind_name: str, org_id: uuid.UUID,
     return len(minutes)
 
 
+# For ingest (asyncpg): mark the already-rolled minutes a batch's samples fall in, from the
+# batch's first and last sample time. Args: kind, org_id, min_time, max_time.
+MARK_LATE_RANGE_SQL = """
+INSERT INTO rollup_dirty_minutes (kind, org_id, minute)
+SELECT $1::varchar, $2::uuid, m FROM generate_series(
+    date_trunc('minute', $3::timestamptz), date_trunc('minute', $4::timestamptz),
+    interval '1 minute') AS m
+WHERE m < (SELECT rolled_until - interval '2 minutes' FROM rollup_watermarks
+           WHERE kind = $1::varchar || ':60')
+ON CONFLICT DO NOTHING
+"""
+
+
+async def mark_late_range(conn: Any, kind_name: str, org_id: uuid.UUID, min_time: datetime,
+                          max_time: datetime) -> None:
+    """`mark_late_minutes` for an asyncpg connection, inside the batch's transaction."""
+    if kind_name not in KINDS:
+        raise ValueError(f"unknown sample kind {kind_name!r}")
+    await conn.execute(MARK_LATE_RANGE_SQL, kind_name, org_id, min_time, max_time)
+
+
 def sweep_late_minutes(conn: Connection, kind_name: str, lookback: timedelta) -> int:
     """Mark rolled minutes whose raw sample count differs from what was rolled."""
     kind = KINDS[kind_name]

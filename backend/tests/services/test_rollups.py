@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -180,3 +181,30 @@ def test_the_recent_pass_keeps_up_and_is_idempotent(db: Engine, org_id: str) -> 
             "SELECT bucket_s, sum(sample_count) FROM mesh_rollups WHERE org_id = :o "
             "GROUP BY 1"), {"o": org_id}).all())
     assert per_level == {60: 600, 3600: 600, 86400: 600}
+
+
+async def test_ingest_can_mark_late_minutes_in_its_own_transaction(services: Any, db: Engine,
+                                                                   org_id: str) -> None:
+    import asyncpg
+
+    now = datetime.now(UTC)
+    rolled_until = rollups.floor_time(now - timedelta(minutes=10), 60)
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until) VALUES "
+                          "('quorum:60', :t) ON CONFLICT (kind) DO UPDATE SET rolled_until = :t"),
+                     {"t": rolled_until})
+    dsn = services.database_url.replace("postgresql+asyncpg", "postgresql")
+    conn = await asyncpg.connect(dsn)
+    try:
+        async with conn.transaction():
+            await rollups.mark_late_range(conn, "quorum", uuid.UUID(org_id),
+                                          rolled_until - timedelta(minutes=5, seconds=30),
+                                          now)
+    finally:
+        await conn.close()
+    with db.connect() as c:
+        minutes = c.execute(text(
+            "SELECT minute FROM rollup_dirty_minutes WHERE kind = 'quorum' AND org_id = :o "
+            "ORDER BY minute"), {"o": org_id}).scalars().all()
+    # minutes -6 .. -3 before the watermark: older than the 2-minute re-roll overlap
+    assert [rolled_until - m for m in minutes] == [timedelta(minutes=k) for k in (6, 5, 4, 3)]
