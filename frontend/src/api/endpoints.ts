@@ -222,11 +222,14 @@ export async function getPairDistribution(q: PairQuery, bucketUs: number | null,
   let width = bucketUs;
   if (!width) {
     // About 80 buckets between the minimum and p99.9 (the slowest 0.1% land in the right-hand buckets).
-    const s = unwrap(await api.GET("/api/v1/analytics/{kind}/summary", { params: { path: { kind: "mesh" }, query: { ...f, percentiles: "99.9" } }, signal })).groups[0];
+    const s = unwrap(await api.GET("/api/v1/analytics/{kind}/summary", { params: { path: { kind: "mesh" }, query: { ...f, percentiles: "50,99.9" } }, signal })).groups[0];
+    const s50 = s;
     const lo = s?.min ?? 0;
     const hi = s?.percentiles["p99_9"] ?? s?.max ?? lo + 1000;
     const max = s?.max ?? hi;
-    width = niceStep(Math.max((hi - lo) / 80, (max - lo) / 9000, 1));
+    // Rollup sketches keep values to 1%: narrower buckets than that would show the sketch's bins.
+    const sketchRes = s && !s.exact ? 0.02 * (s50?.percentiles["p50"] ?? lo) : 0;
+    width = niceStep(Math.max((hi - lo) / 80, (max - lo) / 9000, sketchRes, 1));
   }
   const r = unwrap(
     await api.GET("/api/v1/analytics/{kind}/distribution", { params: { path: { kind: "mesh" }, query: { ...f, bucket_width: width, tail_fraction: 0.05 } }, signal }),
