@@ -139,11 +139,21 @@ export async function enroll(baseUrl, enrollmentToken, fleet) {
 export async function postBatch(baseUrl, agent, batch) {
   const body = gzipSync(Buffer.from(JSON.stringify({ batch_id: randomUUID(), agent_id: agent.id, ...batch })));
   for (let attempt = 0; ; attempt++) {
-    const res = await fetch(`${baseUrl}/api/v1/ingest/batches`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "content-encoding": "gzip", authorization: `Bearer ${agent.token}` },
-      body,
-    });
+    let res;
+    try {
+      res = await fetch(`${baseUrl}/api/v1/ingest/batches`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "content-encoding": "gzip", authorization: `Bearer ${agent.token}` },
+        body,
+      });
+    } catch (e) {
+      // A dropped keep-alive connection: resend, the batch id makes it idempotent.
+      if (attempt < 5) {
+        await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
+        continue;
+      }
+      throw e;
+    }
     if ((res.status === 429 || res.status === 503) && attempt < 20) {
       const wait = Number(res.headers.get("retry-after") ?? "1");
       await new Promise((r) => setTimeout(r, Math.min(wait, 5) * 1000));

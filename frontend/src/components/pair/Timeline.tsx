@@ -1,7 +1,7 @@
 import { Area, CartesianGrid, ComposedChart, Legend, Line, ResponsiveContainer, Scatter, Tooltip, XAxis, YAxis } from "recharts";
 import type { LevelSegment, TimelinePoint } from "../../api/models";
 import { axisUs, formatPercent, formatTime, formatUs } from "../../lib/format";
-import { timelineRows } from "../../lib/shape";
+import { logTicks, positiveExtent, timelineRows } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
 
@@ -10,6 +10,9 @@ export function Timeline({ points, segments, log }: { points: TimelinePoint[]; s
   const { palette } = useTheme();
   const rows = timelineRows(points, segments);
   const span = rows.length > 1 ? rows[rows.length - 1]!.t - rows[0]!.t : 0;
+  const ext = positiveExtent(rows as unknown as Record<string, unknown>[], ["p50", "p99", "p9999", "level"]);
+  // Explicit, padded domain: every line stays inside the frame on both scales.
+  const domain: [number, number] | undefined = ext ? (log ? [ext[0] / 1.2, ext[1] * 1.2] : [0, ext[1] * 1.05]) : undefined;
   const [c50, c99, c9999, cLevel] = [palette.series[0], palette.series[1], palette.series[2], palette.series[4]];
   return (
     <ResponsiveContainer width="100%" height={320}>
@@ -19,8 +22,9 @@ export function Timeline({ points, segments, log }: { points: TimelinePoint[]; s
         <YAxis
           yAxisId="rtt"
           scale={log ? "log" : "linear"}
-          domain={log ? ["auto", "auto"] : [0, "auto"]}
-          allowDataOverflow={false}
+          domain={domain ?? (log ? ["auto", "auto"] : [0, "auto"])}
+          ticks={log && domain ? logTicks(domain[0], domain[1]) : undefined}
+          allowDataOverflow
           tickFormatter={axisUs}
           stroke={palette.muted}
           width={64}
