@@ -8,6 +8,7 @@ Scale with BENCH_DAYS (rollup days, default 7) and BENCH_RAW_HOURS (default 24).
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import shutil
@@ -29,15 +30,15 @@ import psycopg
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "backend"))
 
-from stormwatch.core.security import hash_token, new_token  # noqa: E402
-from stormwatch.devtools.bootstrap import create_org_sync  # noqa: E402
-from stormwatch.devtools.services import (  # noqa: E402
+from stormwatch.core.security import hash_token, new_token
+from stormwatch.devtools.bootstrap import create_org_sync
+from stormwatch.devtools.services import (
     PostgresServer,
     free_port,
     run_migrations,
     wait_for_port,
 )
-from stormwatch.services.rollups import merge_stat_rows, stats_from_values  # noqa: E402
+from stormwatch.services.rollups import merge_stat_rows, stats_from_values
 
 DAYS = int(os.environ.get("BENCH_DAYS", "7"))
 RAW_HOURS = int(os.environ.get("BENCH_RAW_HOURS", "24"))
@@ -175,7 +176,7 @@ class CopyWriter:
                     else:
                         for b in payload:  # type: ignore[attr-defined]
                             cp.write(b)
-        except BaseException as exc:  # surfaced by put()/close()
+        except (psycopg.Error, OSError, ValueError) as exc:  # surfaced by put()/close()
             self.error = exc
 
     def put(self, sql: str, payload: object) -> None:
@@ -290,7 +291,6 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
         conn.execute("CREATE INDEX ix_mesh_samples_1 ON mesh_samples (org_id, time DESC)")
         log("day-to-date sketches of the hourly rows (product code)")
         from sqlalchemy import create_engine
-
         from stormwatch.services.rollups import refresh_day_to_date
 
         engine = create_engine(dsn.replace("postgresql://", "postgresql+psycopg://"))
@@ -325,7 +325,6 @@ def insert_fleet(dsn: str, org_id: uuid.UUID, fleet: FleetModel) -> None:
 def time_rollup(dsn: str, now: datetime) -> str:
     """The minute rollup of the newest 10 minutes of raw samples, with the product code."""
     from sqlalchemy import create_engine
-
     from stormwatch.services.rollups import roll_up_minutes
 
     engine = create_engine(dsn.replace("postgresql://", "postgresql+psycopg://"))
@@ -369,8 +368,11 @@ def run_queries(base_url: str, api_key: str, fleet: FleetModel, now: datetime) -
         "heatmap_24h": lambda e: ("mesh/heatmap", {"start": iso(e - timedelta(hours=24)),
                                                    "end": iso(e), "level": "node", "stat": "p99"}),
         "pair_7d": lambda e: ("mesh/series", {"start": iso(e - timedelta(days=DAYS)),
-                                              "end": iso(e), "src": pair()[0], "dst": None,
-                                              "window_s": 600, "percentiles": "50,99,99.99"}),
+                                              "end": iso(e), "src": None, "dst": None,
+                                              "window_s": 3600, "percentiles": "50,99,99.99"}),
+        "pair_7d_10min_windows": lambda e: ("mesh/series", {
+            "start": iso(e - timedelta(days=DAYS)), "end": iso(e), "src": None, "dst": None,
+            "window_s": 600, "percentiles": "50,99,99.99"}),
         "heatmap_region_7d": lambda e: ("mesh/heatmap", {"start": iso(e - timedelta(days=DAYS)),
                                                          "end": iso(e), "level": "region",
                                                          "stat": "p50"}),
@@ -432,28 +434,45 @@ def main() -> None:
     os.chmod(tmp, 0o755)
     pg = PostgresServer(tmp / "pg", free_port())
     api: subprocess.Popen[bytes] | None = None
+    # BENCH_REUSE=1 with BENCH_DIR times the queries again on data loaded by an earlier run.
+    reuse = bool(keep and os.environ.get("BENCH_REUSE") and (tmp / "pg" / "PG_VERSION").exists()
+                 and (tmp / "bench.json").exists())
     try:
         pg.init()
         pg.start()
         os.environ["DATABASE_URL"] = pg.url
-        run_migrations(pg.url)
         dsn = f"postgresql://{pg.user}@127.0.0.1:{pg.port}/{pg.database}"
-        creds = create_org_sync(pg.url, "Bench", "bench@example.test", password="bench bench bench")
-        org_id = uuid.UUID(creds.org_id)
         fleet = FleetModel(np.random.default_rng(7))
-        insert_fleet(dsn, org_id, fleet)
-        now = datetime.now(UTC)
-        log(f"fleet: {len(fleet.agents)} agents, {fleet.n_pairs} pairs; generating {DAYS} days "
-            f"of rollups and {RAW_HOURS} h of raw samples at 1 round/s")
-        t = time.perf_counter()
-        stats = generate(dsn, org_id, fleet, now)
-        log(f"loaded {stats['raw_rows']:,} raw rows and {stats['rollup_rows']:,} rollup rows in "
-            f"{time.perf_counter() - t:.0f} s")
-        with psycopg.connect(dsn) as conn:
-            size = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))"
-                                ).fetchone()
-        log(f"database size: {size[0] if size else '?'}")
-        log(time_rollup(dsn, now))
+        if reuse:
+            saved = json.loads((tmp / "bench.json").read_text())
+            api_key, now = saved["api_key"], datetime.fromisoformat(saved["now"])
+            with psycopg.connect(dsn) as conn:
+                ids = dict(conn.execute("SELECT name, id FROM agents").fetchall())
+            for a in fleet.agents:
+                a["id"] = ids[a["name"]]
+            log(f"reusing the data loaded at {now:%Y-%m-%d %H:%M} UTC")
+        else:
+            run_migrations(pg.url)
+            creds = create_org_sync(pg.url, "Bench", "bench@example.test",
+                                    password="bench bench bench")
+            api_key = creds.api_key
+            org_id = uuid.UUID(creds.org_id)
+            insert_fleet(dsn, org_id, fleet)
+            now = datetime.now(UTC)
+            log(f"fleet: {len(fleet.agents)} agents, {fleet.n_pairs} pairs; generating {DAYS} "
+                f"days of rollups and {RAW_HOURS} h of raw samples at 1 round/s")
+            t = time.perf_counter()
+            stats = generate(dsn, org_id, fleet, now)
+            log(f"loaded {stats['raw_rows']:,} raw rows and {stats['rollup_rows']:,} rollup rows "
+                f"in {time.perf_counter() - t:.0f} s")
+            with psycopg.connect(dsn) as conn:
+                size = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))"
+                                    ).fetchone()
+            log(f"database size: {size[0] if size else '?'}")
+            log(time_rollup(dsn, now))
+            if keep:
+                (tmp / "bench.json").write_text(json.dumps({"api_key": api_key,
+                                                            "now": now.isoformat()}))
         port = free_port()
         env = {**os.environ, "DATABASE_URL": pg.url, "PYTHONPATH": str(REPO / "backend"),
                "LOG_LEVEL": "WARNING"}
@@ -462,7 +481,7 @@ def main() -> None:
              str(Path(__file__).parent), "--host", "127.0.0.1", "--port", str(port),
              "--log-level", "warning"], env=env, cwd=REPO, start_new_session=True)
         wait_for_port(port, 60, api)
-        res = run_queries(f"http://127.0.0.1:{port}", creds.api_key, fleet, now)
+        res = run_queries(f"http://127.0.0.1:{port}", api_key, fleet, now)
         log(f"bench took {time.perf_counter() - t_start:.0f} s")
         print(f"query: heatmap_24h p95 {res['heatmap_24h']:.0f} ms, "
               f"pair_7d p95 {res['pair_7d']:.0f} ms", flush=True)

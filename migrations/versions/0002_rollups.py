@@ -56,8 +56,8 @@ TABLES = {
         " variant varchar(20) NOT NULL, content varchar(10) NOT NULL, size_bytes bigint NOT NULL,"
         " copies smallint NOT NULL, concurrency smallint NOT NULL,"
         + _stats("latency_us") + _stats("adj_latency_us"),
-        "org_id, bucket_s, target_id, op, variant, content, size_bytes, copies, concurrency,"
-        " agent_id, bucket_start",
+        ("org_id, bucket_s, target_id, op, variant, content, size_bytes, copies, concurrency,"
+         " agent_id, bucket_start"),
     ),
     "throughput_rollups": (
         "src_agent_id uuid NOT NULL, dst_agent_id uuid NOT NULL, proto varchar(5) NOT NULL,"
