@@ -186,6 +186,15 @@ export async function getPairSummary(q: PairQuery, signal?: AbortSignal): Promis
   return g ? toSummary(g) : null;
 }
 
+/** Address of the CSV export of the pair's windowed series (same-origin, so the session cookie applies). */
+export async function pairCsvUrl(q: PairQuery, windowS: number): Promise<string> {
+  const f = await pairFilter(q);
+  const qs = new URLSearchParams({ start: f.start, end: f.end, window_s: String(windowS), percentiles: "5,25,50,75,90,95,99,99.9,99.99" });
+  if (f.src) qs.set("src", f.src.join(","));
+  if (f.dst) qs.set("dst", f.dst.join(","));
+  return `/api/v1/analytics/mesh/series.csv?${qs.toString()}`;
+}
+
 const num = (v: unknown): number | null => (typeof v === "number" && Number.isFinite(v) ? v : null);
 
 export async function getPairTimeline(q: PairQuery, windowS: number, signal?: AbortSignal): Promise<TimelinePoint[]> {

@@ -1,4 +1,4 @@
-import { getPairDistribution, getPairLevelShifts, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
+import { getPairDistribution, getPairLevelShifts, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
 import type { SummaryVM } from "../api/models";
 import { follow } from "../components/common/Link";
 import { CdfChart } from "../components/pair/CdfChart";
@@ -90,6 +90,7 @@ export default function Pair() {
   const timeline = useAsync((s) => (on ? getPairTimeline(q, windowS, s) : Promise.resolve([])), `${key}|${windowS}`, range.refresh);
   const shifts = useAsync((s) => (on ? getPairLevelShifts(q, windowS, s) : Promise.resolve([])), `${key}|${windowS}`, range.refresh);
   const dist = useAsync((s) => (on ? getPairDistribution(q, bucketUs || null, s) : Promise.resolve(null)), `${key}|${bucketUs}`, range.refresh);
+  const csv = useAsync(() => (on ? pairCsvUrl(q, windowS) : Promise.resolve("")), `${key}|${windowS}`);
   const quorum = useAsync((s) => (on && level === "node" ? getQuorum(q, s) : Promise.resolve([])), key, range.refresh);
 
   if (!on) {
@@ -135,7 +136,16 @@ export default function Pair() {
         </Async>
       </Card>
 
-      <Card title="RTT timeline" note={`${windowS >= 60 ? `${windowS / 60} min` : `${windowS} s`} windows; percentile band p50–p99; steps = level shifts; ▲ = windows with loss`}>
+      <Card
+        title="RTT timeline"
+        actions={
+          csv.data ? (
+            <a href={csv.data} download>
+              Download CSV
+            </a>
+          ) : undefined
+        }
+        note={`${windowS >= 60 ? `${windowS / 60} min` : `${windowS} s`} windows; percentile band p50–p99; steps = level shifts; ▲ = windows with loss`}>
         <Async state={timeline} isEmpty={(d) => d.length === 0}>
           {(points) => <Timeline points={points} segments={shifts.data ?? []} log={log} />}
         </Async>
