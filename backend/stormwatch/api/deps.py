@@ -6,7 +6,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol, TypeVar
 
 from fastapi import Depends, HTTPException, Request, status
 from sqlalchemy import select, update
@@ -129,3 +129,20 @@ async def get_agent(principal: PrincipalDep) -> Agent:
 OrgPrincipalDep = Annotated[Principal, Depends(get_org_principal)]
 UserPrincipalDep = Annotated[Principal, Depends(get_user_principal)]
 AgentDep = Annotated[Agent, Depends(get_agent)]
+
+
+class _OrgOwned(Protocol):
+    org_id: uuid.UUID
+
+
+OwnedT = TypeVar("OwnedT", bound=_OrgOwned)
+
+
+async def get_owned(session: AsyncSession, model: type[OwnedT], row_id: uuid.UUID,
+                    principal: Principal, what: str) -> OwnedT:
+    """The row of `model` with `row_id` if it belongs to the caller's org, else 404 (another
+    org's rows are indistinguishable from missing ones)."""
+    row = await session.get(model, row_id)
+    if row is None or row.org_id != principal.org_id:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no such {what}")
+    return row

@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
-from stormwatch.api.deps import AgentDep, OrgPrincipalDep, SessionDep
+from stormwatch.api.deps import AgentDep, OrgPrincipalDep, SessionDep, get_owned
 from stormwatch.models import Agent, AgentPair
 from stormwatch.schemas.agents import (
     AgentPairPublic,
@@ -83,18 +83,14 @@ async def list_pairs(principal: OrgPrincipalDep, session: SessionDep) -> list[Ag
 @router.get("/agents/{agent_id}", response_model=AgentPublic)
 async def get_agent(agent_id: uuid.UUID, principal: OrgPrincipalDep,
                     session: SessionDep) -> AgentPublic:
-    agent = await session.get(Agent, agent_id)
-    if agent is None or agent.org_id != principal.org_id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such agent")
+    agent = await get_owned(session, Agent, agent_id, principal, "agent")
     return _public(agent, datetime.now(UTC))
 
 
 @router.delete("/agents/{agent_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_agent(agent_id: uuid.UUID, principal: OrgPrincipalDep,
                        session: SessionDep) -> Response:
-    agent = await session.get(Agent, agent_id)
-    if agent is None or agent.org_id != principal.org_id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such agent")
+    agent = await get_owned(session, Agent, agent_id, principal, "agent")
     await session.delete(agent)
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)

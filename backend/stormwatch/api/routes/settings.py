@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from stormwatch.api.deps import OrgPrincipalDep, SessionDep, UserPrincipalDep
+from stormwatch.api.deps import OrgPrincipalDep, SessionDep, UserPrincipalDep, get_owned
 from stormwatch.models import ApiKey, EnrollmentToken, Org, User
 from stormwatch.schemas.accounts import (
     ApiKeyCreate,
@@ -68,9 +68,7 @@ async def create_api_key(body: ApiKeyCreate, principal: UserPrincipalDep,
 @router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def revoke_api_key(key_id: uuid.UUID, principal: UserPrincipalDep,
                          session: SessionDep) -> Response:
-    key = await session.get(ApiKey, key_id)
-    if key is None or key.org_id != principal.org_id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such API key")
+    key = await get_owned(session, ApiKey, key_id, principal, "API key")
     key.revoked_at = key.revoked_at or datetime.now(UTC)
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -98,9 +96,7 @@ async def create_enrollment_token(body: EnrollmentTokenCreate, principal: OrgPri
 @router.delete("/enrollment-tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def revoke_enrollment_token(token_id: uuid.UUID, principal: OrgPrincipalDep,
                                   session: SessionDep) -> Response:
-    row = await session.get(EnrollmentToken, token_id)
-    if row is None or row.org_id != principal.org_id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such enrollment token")
+    row = await get_owned(session, EnrollmentToken, token_id, principal, "enrollment token")
     row.revoked_at = row.revoked_at or datetime.now(UTC)
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -127,9 +123,7 @@ async def create_user(body: UserCreate, principal: UserPrincipalDep,
 @router.delete("/users/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
 async def delete_user(user_id: uuid.UUID, principal: UserPrincipalDep,
                       session: SessionDep) -> Response:
-    user = await session.get(User, user_id)
-    if user is None or user.org_id != principal.org_id:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such user")
+    user = await get_owned(session, User, user_id, principal, "user")
     if user.id == principal.user_id:
         raise HTTPException(status.HTTP_409_CONFLICT, "you cannot delete yourself")
     await session.delete(user)
