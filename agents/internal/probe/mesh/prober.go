@@ -222,21 +222,23 @@ type inflight struct {
 
 // link measures one peer: a sender loop on the round clock, a reader per connection.
 type link struct {
-	p       *Prober
-	peer    Peer
-	idx     uint16
-	clock   *roundClock
-	payload []byte // random, fixed for the link: echoes are compared against it
-	size    int
-	timeout time.Duration
-	phase   time.Duration
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-	frame   []byte         // the next frame; only the sending goroutine touches it
-	ready   atomic.Bool    // the first dial attempt is over
-	bcast   bool           // a broadcaster sends for this link
-	readers sync.WaitGroup // stop waits for them, so nothing is recorded for a removed peer
+	p         *Prober
+	peer      Peer
+	idx       uint16
+	clock     *roundClock
+	payload   []byte // random, fixed for the link: echoes are compared against it
+	size      int
+	timeout   time.Duration
+	phase     time.Duration
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
+	frame     []byte         // the next frame; only the sending goroutine touches it
+	wdGen     uint64         // connection generation whose write deadline is wdRefresh+timeout; sender only
+	wdRefresh time.Time      // when the sender next extends the write deadline
+	ready     atomic.Bool    // the first dial attempt is over
+	bcast     bool           // a broadcaster sends for this link
+	readers   sync.WaitGroup // stop waits for them, so nothing is recorded for a removed peer
 
 	mu       sync.Mutex
 	conn     net.Conn
@@ -341,7 +343,12 @@ func (l *link) send(frame []byte, r uint64) {
 		// the others for long.
 		wd = min(wd, l.clock.period)
 	}
-	_ = c.SetWriteDeadline(t.Add(wd))
+	// A write deadline is a runtime timer to re-arm: set one of 2 wd at most once every wd,
+	// which still gives every write between wd and 2 wd, rather than one per write.
+	if gen != l.wdGen || t.After(l.wdRefresh) {
+		_ = c.SetWriteDeadline(t.Add(2 * wd))
+		l.wdGen, l.wdRefresh = gen, t.Add(wd)
+	}
 	if _, err := c.Write(frame); err != nil {
 		l.fail(gen, err)
 	}
