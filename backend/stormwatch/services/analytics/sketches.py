@@ -27,7 +27,9 @@ MIN_INDEXABLE = np.finfo(np.float64).tiny * GAMMA
 
 _F64 = struct.Struct("<d")
 _MAX_GAP_BINS = 24
-_MAX_SPARSE_BINS = 8
+_MAX_SPARSE_BINS = 64
+# A map entry with a 2-byte key varint: 0x0a 0x0c 0x08 k k 0x11 <8-byte count>.
+_ENTRY = np.dtype([("head", "u1", 3), ("key", "u1", 2), ("tag", "u1"), ("count", "<f8")])
 
 
 class SketchDecodeError(ValueError):
@@ -134,8 +136,11 @@ def encode(sketch: Sketch) -> bytes:
             runs = np.split(nz, np.flatnonzero(gaps > _MAX_GAP_BINS) + 1)
             body = runs[int(np.argmax([float(counts[r].sum()) for r in runs]))]
             first, last = int(body[0]), int(body[-1])
-            if nz.size - body.size > _MAX_SPARSE_BINS:
-                # Many outlying bins: one contiguous array decodes faster than a long map.
+            n_out = nz.size - body.size
+            # Whichever is smaller: outlying bins as ~14-byte map entries, or every bin
+            # between them as an 8-byte double; long maps cost decoding time, so cap them.
+            if n_out > _MAX_SPARSE_BINS or 14 * n_out >= 8 * (
+                    (int(nz[-1]) - int(nz[0])) - (last - first)):
                 first, last = int(nz[0]), int(nz[-1])
             outliers = [int(i) for i in nz if i < first or i > last]
         parts = []
@@ -275,6 +280,21 @@ def _fast_decode(buf: bytes) -> Sketch | None:
     store_end = pos + n
     # A few sparse entries (outlying bins) may precede the contiguous array.
     extra: list[tuple[int, float]] = []
+    ex_keys = ex_counts = None
+    if pos + 1 < store_end and buf[pos] == 0x0A and buf[pos + 1] == 12:
+        # Runs of fixed-size entries (2-byte keys) parse in one numpy view.
+        n_fixed = 0
+        while (pos + 14 * (n_fixed + 1) <= store_end and buf[pos + 14 * n_fixed] == 0x0A
+               and buf[pos + 14 * n_fixed + 1] == 12):
+            n_fixed += 1
+        ent = np.frombuffer(buf, dtype=_ENTRY, count=n_fixed, offset=pos)
+        if not (np.all(ent["head"][:, 2] == 0x08) and np.all(ent["tag"] == 0x11)
+                and np.all(ent["key"][:, 0] & 0x80) and not np.any(ent["key"][:, 1] & 0x80)):
+            return None
+        zz = (ent["key"][:, 0].astype(np.int64) & 0x7F) | (ent["key"][:, 1].astype(np.int64) << 7)
+        ex_keys = (zz >> 1) ^ -(zz & 1)
+        ex_counts = ent["count"].astype(np.float64)
+        pos += 14 * n_fixed
     while pos < store_end and buf[pos] == 0x0A:
         elen = buf[pos + 1]
         if elen & 0x80 or buf[pos + 2] != 0x08:
@@ -303,13 +323,18 @@ def _fast_decode(buf: bytes) -> Sketch | None:
             return None
         zero = _F64.unpack_from(buf, pos + 1)[0]
     if extra:
-        keys = [k for k, _ in extra]
-        lo = min(offset, *keys) if counts.size else min(keys)
-        hi = max(offset + counts.size - 1, *keys) if counts.size else max(keys)
+        more_k = np.fromiter((k for k, _ in extra), dtype=np.int64, count=len(extra))
+        more_c = np.fromiter((c for _, c in extra), dtype=np.float64, count=len(extra))
+        ex_keys = more_k if ex_keys is None else np.concatenate([ex_keys, more_k])
+        ex_counts = more_c if ex_counts is None else np.concatenate([ex_counts, more_c])
+    if ex_keys is not None and ex_counts is not None and ex_keys.size:
+        lo = int(ex_keys.min())
+        hi = int(ex_keys.max())
+        if counts.size:
+            lo, hi = min(lo, offset), max(hi, offset + counts.size - 1)
         dense = np.zeros(hi - lo + 1)
         dense[offset - lo : offset - lo + counts.size] = counts
-        for k, c in extra:
-            dense[k - lo] += c
+        np.add.at(dense, ex_keys - lo, ex_counts)
         return Sketch(lo, dense, zero)
     return Sketch(offset, counts, zero)
 
