@@ -143,6 +143,10 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await page.goto(url);
     await page.getByRole("heading", { name: /aws-use1-a-1 → aws-euw1-a-1/ }).waitFor();
     assert.equal(await page.getByRole("button", { name: "15 min" }).getAttribute("aria-pressed"), "true");
+    await page.getByRole("table", { name: "Summary statistics" }).first().waitFor();
+    await page.locator("section[aria-label='RTT timeline'] .recharts-line").first().waitFor();
+    await page.locator("section[aria-label='Histogram'] .recharts-bar-rectangle").first().waitFor();
+    await page.locator("section[aria-label='CDF'] .recharts-line").first().waitFor();
     await shot("06-pair-range-15m");
   });
 
