@@ -83,6 +83,7 @@ describe("distributions", () => {
     expect(logTicks(30, 900)).toEqual([50, 100, 200, 500]);
     expect(logTicks(30, 1200)).toEqual([30, 100, 300, 1000]);
     expect(logTicks(1, 1e6)).toEqual([1, 10, 100, 1000, 10000, 100000, 1000000]);
+    expect(logTicks(57_100, 86_900)).toEqual([57000, 63000, 70000, 78000, 87000].filter((v) => v >= 57_100 * 0.98 && v <= 86_900 * 1.02));
   });
   it("pivots long rows into one row per x", () => {
     const p = pivot(

@@ -144,7 +144,10 @@ export function logTicks(lo: number, hi: number): number[] {
       if (v >= lo * 0.999 && v <= hi * 1.001) out.push(v);
     }
   }
-  return out.length >= 2 ? out : [lo, hi];
+  if (out.length >= 3) return out;
+  // Less than a decade: five ticks evenly spaced in log space, to two significant digits.
+  const even = Array.from({ length: 5 }, (_, i) => Number((lo * Math.pow(hi / lo, i / 4)).toPrecision(2)));
+  return [...new Set(even)].filter((v) => v >= lo * 0.98 && v <= hi * 1.02);
 }
 
 /** Positive finite values of some columns of rows (for log-axis domains). */
