@@ -44,8 +44,10 @@ if [ -f frontend/package-lock.json ]; then
   fstamp=frontend/node_modules/.lock.sha
   fwant=$(sha256sum frontend/package-lock.json | cut -d' ' -f1)
   if [ ! -d frontend/node_modules ] || [ "$(cat "$fstamp" 2>/dev/null)" != "$fwant" ]; then
-    say "npm ci (frontend)"
-    (cd frontend && npm ci --no-audit --no-fund --loglevel=error)
+    say "npm install (frontend, from package-lock.json)"
+    # Not `npm ci`: npm 11 keeps only this platform's optional packages (rollup's native
+    # builds) in the lock and then refuses it in `ci`. --no-save installs exactly the lock.
+    (cd frontend && rm -rf node_modules && npm install --no-save --no-audit --no-fund --loglevel=error)
     echo "$fwant" > "$fstamp"
   fi
 fi
