@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 from fastapi import FastAPI, Request
@@ -27,6 +28,7 @@ from stormwatch.api.routes import (
 from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_engine
 from stormwatch.core.logging import setup_logging
+from stormwatch.schemas.ingest import IngestBatch
 
 log = logging.getLogger("stormwatch.api")
 API_PREFIX = "/api/v1"
@@ -111,7 +113,27 @@ def create_app() -> FastAPI:
         return JSONResponse({"detail": errors}, status_code=422)
 
     _mount_ui(app, settings.frontend_dist)
+    _document_hand_parsed_bodies(app)
     return app
+
+
+def _document_hand_parsed_bodies(app: FastAPI) -> None:
+    """Adds the models of bodies that routes parse themselves to the schema's components."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        schema = generate()
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        for model in (IngestBatch,):
+            doc = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(doc.pop("$defs", {}))
+            components[model.__name__] = doc
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _mount_ui(app: FastAPI, dist: Path) -> None:

@@ -1798,6 +1798,27 @@ export interface components {
             /** Jitter Us */
             jitter_us: (number | null)[];
         };
+        /** IngestBatch */
+        IngestBatch: {
+            /**
+             * Batch Id
+             * Format: uuid
+             */
+            batch_id: string;
+            /**
+             * Agent Id
+             * Format: uuid
+             */
+            agent_id: string;
+            /** @default null */
+            mesh: components["schemas"]["MeshSection"] | null;
+            /** @default null */
+            quorum: components["schemas"]["QuorumSection"] | null;
+            /** @default null */
+            storage: components["schemas"]["StorageSection"] | null;
+            /** @default null */
+            throughput: components["schemas"]["ThroughputSection"] | null;
+        };
     };
     responses: never;
     parameters: never;
@@ -2107,22 +2128,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /**
-                     * Batch Id
-                     * Format: uuid
-                     */
-                    batch_id: string;
-                    /**
-                     * Agent Id
-                     * Format: uuid
-                     */
-                    agent_id: string;
-                    mesh?: components["schemas"]["MeshSection"] | null;
-                    quorum?: components["schemas"]["QuorumSection"] | null;
-                    storage?: components["schemas"]["StorageSection"] | null;
-                    throughput?: components["schemas"]["ThroughputSection"] | null;
-                };
+                "application/json": components["schemas"]["IngestBatch"];
             };
         };
         responses: {
