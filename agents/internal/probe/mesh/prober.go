@@ -233,15 +233,16 @@ type link struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	done      chan struct{}
+	sl        *sleeper       // the sending goroutine waits on it; stop closes it
 	frame     []byte         // the next frame; only the sending goroutine touches it
-	wdGen     uint64         // connection generation whose write deadline is wdRefresh+timeout; sender only
+	wdGen     uint64         // connection whose write deadline was last extended; sender only
 	wdRefresh time.Time      // when the sender next extends the write deadline
 	ready     atomic.Bool    // the first dial attempt is over
 	bcast     bool           // a broadcaster sends for this link
 	readers   sync.WaitGroup // stop waits for them, so nothing is recorded for a removed peer
 
 	mu       sync.Mutex
-	conn     net.Conn
+	conn     *rawConn
 	gen      uint64
 	sentSeq  uint64
 	recvSeq  uint64
@@ -263,11 +264,12 @@ func (p *Prober) newLink(pe Peer) *link {
 		// Each link sends at its own random point of the round so that neither one agent's
 		// sends nor different agents' sends line up (seed 003 saw timer alignment move p50).
 		phase: time.Duration(mrand.Int64N(int64(p.clock.period))),
-		ctx:   ctx, cancel: cancel, done: make(chan struct{})}
+		ctx:   ctx, cancel: cancel, done: make(chan struct{}), sl: newSleeper()}
 }
 
 func (l *link) stop() {
 	l.cancel()
+	l.sl.Close()
 	<-l.done
 	l.closeConn()
 	l.readers.Wait()
@@ -290,8 +292,6 @@ func (l *link) run() {
 		return
 	}
 	frame := l.frame
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	now := time.Now()
 	r := l.clock.firstRound
 	if now.After(l.clock.epoch) {
@@ -299,14 +299,8 @@ func (l *link) run() {
 	}
 	for {
 		at := l.clock.start(r).Add(l.phase)
-		if d := time.Until(at); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-l.ctx.Done():
-				return
-			case <-timer.C:
-			}
-		} else if l.ctx.Err() != nil {
+		_ = l.sl.sleep(time.Until(at)) // an error is a stop, seen below
+		if l.ctx.Err() != nil {
 			return
 		}
 		l.expire(time.Now())
@@ -453,6 +447,11 @@ func (l *link) dial() bool {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	rc, err := newRawConn(c)
+	if err != nil {
+		c.Close()
+		return false
+	}
 	l.mu.Lock()
 	if l.stopped || l.ctx.Err() != nil {
 		l.mu.Unlock()
@@ -460,18 +459,18 @@ func (l *link) dial() bool {
 		return false
 	}
 	l.gen++
-	l.conn, l.sentSeq, l.recvSeq, l.queue, l.lastRecv = c, 0, 0, nil, time.Now()
+	l.conn, l.sentSeq, l.recvSeq, l.queue, l.lastRecv = rc, 0, 0, nil, time.Now()
 	gen := l.gen
 	l.readers.Add(1) // under mu and before stopped is set, so stop's Wait sees it
 	l.mu.Unlock()
 	l.p.connected.Add(1)
-	go l.read(c, gen)
+	go l.read(rc, gen)
 	return true
 }
 
 // read matches echoes to sent messages: TCP keeps order, so the i-th echo answers the i-th
 // message of the connection.
-func (l *link) read(c net.Conn, gen uint64) {
+func (l *link) read(c *rawConn, gen uint64) {
 	defer l.readers.Done()
 	br := bufio.NewReaderSize(c, max(64<<10, 2*(headerLen+l.size)))
 	buf := make([]byte, headerLen+l.size)
@@ -529,24 +528,24 @@ type broadcaster struct {
 	links  atomic.Pointer[[]*link]
 	cancel context.CancelFunc
 	done   chan struct{}
+	sl     *sleeper
 }
 
 func startBroadcaster(parent context.Context, clock *roundClock, timeout time.Duration) *broadcaster {
 	ctx, cancel := context.WithCancel(parent)
-	b := &broadcaster{cancel: cancel, done: make(chan struct{})}
+	b := &broadcaster{cancel: cancel, done: make(chan struct{}), sl: newSleeper()}
 	go b.run(ctx, clock, timeout)
 	return b
 }
 
 func (b *broadcaster) stop() {
 	b.cancel()
+	b.sl.Close()
 	<-b.done
 }
 
 func (b *broadcaster) run(ctx context.Context, clock *roundClock, timeout time.Duration) {
 	defer close(b.done)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	r := clock.firstRound
 	if now := time.Now(); now.After(clock.epoch) {
 		r += uint64(now.Sub(clock.epoch)/clock.period) + 1
@@ -554,14 +553,8 @@ func (b *broadcaster) run(ctx context.Context, clock *roundClock, timeout time.D
 	var order []int
 	for {
 		offset := time.Duration(mrand.Int64N(int64(clock.period)))
-		if d := time.Until(clock.start(r).Add(offset)); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			}
-		} else if ctx.Err() != nil {
+		_ = b.sl.sleep(time.Until(clock.start(r).Add(offset))) // an error is a stop, seen below
+		if ctx.Err() != nil {
 			return
 		}
 		ls := *b.links.Load()

@@ -82,11 +82,16 @@ func (s *EchoServer) Serve(ctx context.Context) error {
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
+		rc, err := newRawConn(c)
+		if err != nil {
+			c.Close()
+			continue
+		}
 		s.mu.Lock()
 		s.cs[c] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
-		go s.echo(c)
+		go s.echo(c, rc)
 	}
 }
 
@@ -105,7 +110,7 @@ func (s *EchoServer) closeAll() {
 	}
 }
 
-func (s *EchoServer) echo(c net.Conn) {
+func (s *EchoServer) echo(c net.Conn, rc *rawConn) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
@@ -113,7 +118,7 @@ func (s *EchoServer) echo(c net.Conn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	br := bufio.NewReaderSize(c, 64<<10)
+	br := bufio.NewReaderSize(rc, 64<<10)
 	buf := make([]byte, headerLen+1024)
 	for {
 		if _, err := io.ReadFull(br, buf[:headerLen]); err != nil {
@@ -136,7 +141,7 @@ func (s *EchoServer) echo(c net.Conn) {
 		if _, err := io.ReadFull(br, buf[headerLen:]); err != nil {
 			return
 		}
-		if _, err := c.Write(buf); err != nil {
+		if _, err := rc.Write(buf); err != nil {
 			return
 		}
 	}
