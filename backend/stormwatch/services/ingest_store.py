@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
 
 from stormwatch.services.ingest import (
+    EPOCH,
     MESH_COLUMNS,
     QUORUM_COLUMNS,
     STORAGE_COLUMNS,
@@ -20,6 +22,7 @@ from stormwatch.services.ingest import (
     storage_records,
     throughput_records,
 )
+from stormwatch.services.rollups import mark_late_range
 
 _known_partitions: set[tuple[str, int]] = set()
 _TABLE_FOR = {"mesh": "mesh_samples", "quorum": "quorum_samples", "storage": "storage_samples",
@@ -106,4 +109,11 @@ async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
                 continue
             await conn.copy_records_to_table(table, records=make(batch, org_id),
                                              columns=list(columns))
+        # Samples landing in minutes the rollups already covered get those minutes re-rolled.
+        for section in _TABLE_FOR:
+            data = getattr(batch, section)
+            if data is not None and data["n"]:
+                t = data["time_us"]
+                await mark_late_range(conn, section, org_id, EPOCH + timedelta(
+                    microseconds=int(t.min())), EPOCH + timedelta(microseconds=int(t.max())))
     return False, counts

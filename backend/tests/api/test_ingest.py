@@ -162,3 +162,36 @@ def test_a_concurrent_retry_of_the_same_batch_is_stored_once(api_server, db, fle
         codes = sorted(pool.map(send, range(4)))
     assert codes == [200, 200, 200, 202]
     assert count_mesh(db, org.org_id) == 600
+
+
+def test_late_samples_mark_their_already_rolled_minutes_for_a_re_roll(api, db, fleet):
+    org, agents = fleet
+    with db.begin() as c:
+        before = c.execute(text("SELECT rolled_until FROM rollup_watermarks "
+                                "WHERE kind = 'mesh:60'")).scalar()
+        c.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until, updated_at) "
+                       "VALUES ('mesh:60', now(), now()) ON CONFLICT (kind) DO UPDATE "
+                       "SET rolled_until = now()"))
+    try:
+        late_start = now_us() - 20 * 60 * 1_000_000
+        batch = mesh_batch(agents[0], [agents[1].agent_id], rounds=3, start_us=late_start)
+        assert post_batch(api, agents[0], batch).status_code == 202
+        with db.connect() as c:
+            marked = c.execute(text("SELECT count(*) FROM rollup_dirty_minutes WHERE "
+                                    "kind = 'mesh' AND org_id = :o"), {"o": org.org_id}).scalar()
+        assert marked == 1
+        fresh = mesh_batch(agents[0], [agents[1].agent_id], rounds=3)
+        assert post_batch(api, agents[0], fresh).status_code == 202
+        with db.connect() as c:
+            assert c.execute(text("SELECT count(*) FROM rollup_dirty_minutes WHERE "
+                                  "kind = 'mesh' AND org_id = :o"),
+                             {"o": org.org_id}).scalar() == 1
+    finally:
+        with db.begin() as c:
+            c.execute(text("DELETE FROM rollup_dirty_minutes WHERE org_id = :o"),
+                      {"o": org.org_id})
+            if before is None:
+                c.execute(text("DELETE FROM rollup_watermarks WHERE kind = 'mesh:60'"))
+            else:
+                c.execute(text("UPDATE rollup_watermarks SET rolled_until = :b "
+                               "WHERE kind = 'mesh:60'"), {"b": before})
