@@ -187,6 +187,14 @@ def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
         while window_s is not None and res != "raw" and (
                 RES_SECONDS[res] > window_s or window_s % RES_SECONDS[res]):
             res = {"1d": "1h", "1h": "1m", "1m": "raw"}[res]
+        # Aligned windows built from a coarser level hold exactly the same samples: use the
+        # coarsest level that divides the window (fewer rows for the same answer).
+        if window_s is not None and res not in ("raw", "1d"):
+            for cand in ("1d", "1h"):
+                step = RES_SECONDS[cand]
+                if RES_SECONDS[res] < step <= window_s and window_s % step == 0:
+                    res = cand
+                    break
     if res == "raw":
         return Source("raw", f.start, f.end)
     s = RES_SECONDS[res]
