@@ -27,7 +27,7 @@ MIN_INDEXABLE = np.finfo(np.float64).tiny * GAMMA
 
 _F64 = struct.Struct("<d")
 _MAX_GAP_BINS = 24
-_MAX_SPARSE_BINS = 64
+_MAX_SPARSE_BINS = 8
 # A map entry with a 2-byte key varint: 0x0a 0x0c 0x08 k k 0x11 <8-byte count>.
 _ENTRY = np.dtype([("head", "u1", 3), ("key", "u1", 2), ("tag", "u1"), ("count", "<f8")])
 
