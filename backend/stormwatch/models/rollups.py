@@ -10,7 +10,16 @@ Hourly rows also hold a day-to-date sketch: the merge of their UTC day's hours u
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, Double, Index, Integer, LargeBinary, SmallInteger, String
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Double,
+    Index,
+    Integer,
+    LargeBinary,
+    SmallInteger,
+    String,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from stormwatch.models.base import Base, utcnow
