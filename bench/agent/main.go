@@ -252,6 +252,7 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 		}
 		_, sys0[i], _ = cpuSplit(p.Process.Pid)
 	}
+	load0 := loadAvg()
 	fa.collect.Store(true)
 	if cpuProfile != "" {
 		go saveProfile(duration)
@@ -288,6 +289,9 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 		sumCPU += c
 	}
 	fmt.Printf("  cpu per agent: mean %.2f%%, max %.2f%% of a core\n", sumCPU/float64(n), maxCPU)
+	// The host is shared: its load moves these figures (a busy host even lowers the cost of a
+	// wakeup), so runs are compared together with it.
+	fmt.Printf("  host load average (1 min): %s at the start of the window, %s at its end\n", load0, loadAvg())
 	fmt.Printf("  samples: %d ok, %d lost or failed\n", ok, lost)
 	fmt.Printf("  node-to-node RTT (%d samples): p50 %d us, p99 %d us, p99.99 %d us, max %d us\n",
 		len(rtts), pct(rtts, 50), pct(rtts, 99), pct(rtts, 99.99), pct(rtts, 100))
@@ -398,4 +402,16 @@ func saveProfile(window time.Duration) {
 	}
 	defer f.Close()
 	_, _ = io.Copy(f, resp.Body)
+}
+
+// loadAvg is the 1-minute load average of the host.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
