@@ -7,6 +7,7 @@ at all.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+import orjson
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -40,13 +42,33 @@ class BatchError(Exception):
         return [{"loc": self.loc, "msg": self.msg, "type": self.kind}]
 
 
-class ForeignReference(Exception):
-    """The batch names an agent or target that is not the sender's org's."""
+class NonFinite:
+    """A NaN or Infinity token, kept as itself so validation names the field that held it."""
 
-    def __init__(self, loc: Sequence[str | int], msg: str) -> None:
-        super().__init__(msg)
-        self.loc = ["body", *loc]
-        self.msg = msg
+    __slots__ = ("token",)
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def __repr__(self) -> str:
+        return self.token
+
+
+def decode_json(body: bytes) -> Any:
+    """Parses a batch body; raises BatchError on JSON that cannot be parsed at all."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        error: Exception = exc
+    # orjson stops at NaN, Infinity and numbers overflowing a double; the stdlib parser
+    # takes them, so only such bodies pay for a second, slower parse, and validation then
+    # names the field holding the non-finite value.
+    if b"NaN" in body or b"Infinity" in body or "infinity" in str(error):
+        try:
+            return json.loads(body, parse_constant=NonFinite)
+        except (ValueError, RecursionError) as exc:
+            error = exc
+    raise BatchError([], f"not valid JSON: {error}", "json_invalid")
 
 
 @dataclass
@@ -149,11 +171,17 @@ class _Section:
             return None
         try:
             arr = np.asarray(values, dtype=np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             for i, v in enumerate(values):
+                if isinstance(v, NonFinite):
+                    raise BatchError([self.name, col, i],
+                                     f"must be a finite number, not {v.token}",
+                                     "finite_number") from None
                 if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                     raise BatchError([self.name, col, i], "must be a number",
                                      "number_type") from None
+                if isinstance(v, int) and abs(v) > 2**64:
+                    raise BatchError([self.name, col, i], "is out of range") from None
             raise BatchError([self.name, col], "must be an array of numbers") from None
         if arr.ndim != 1:
             raise BatchError([self.name, col], "must be a flat array of numbers")
@@ -324,8 +352,9 @@ def parse_batch(body: Any, limits: Limits) -> ParsedBatch:
         batch.storage = {"n": s.n or 0, "time_us": t, "targets": targets, "target_idx": tidx,
                          "op": op, "variant": variant, "content": content, "size_bytes": size,
                          "stored_bytes": stored, "copies": copies, "concurrency": conc,
-                         "attempt": attempt, "latency_us": lat, "ttfb_us": ttfb, "rtt_us": endpoint_rtt,
-                         "bytes_per_s": bps, "status": status, "error_class": err}
+                         "attempt": attempt, "latency_us": lat, "ttfb_us": ttfb,
+                         "rtt_us": endpoint_rtt, "bytes_per_s": bps, "status": status,
+                         "error_class": err}
         batch.referenced_targets.update(targets)
 
     if body.get("throughput") is not None:

@@ -15,7 +15,6 @@ from stormwatch.services.ingest import (
     STORAGE_COLUMNS,
     THROUGHPUT_COLUMNS,
     BatchError,
-    ForeignReference,
     ParsedBatch,
     mesh_records,
     quorum_records,
@@ -31,35 +30,34 @@ _TABLE_FOR = {"mesh": "mesh_samples", "quorum": "quorum_samples", "storage": "st
 
 async def check_references(conn: asyncpg.Connection, org_id: uuid.UUID,
                            batch: ParsedBatch) -> None:
-    """Every agent and target a batch names must belong to the sender's org."""
+    """Every agent and target a batch names must belong to the sender's org.
+
+    Ids are looked up within the org only, so another org's agent is reported exactly like
+    an id that does not exist: the answer reveals nothing about other orgs.
+    """
     if batch.referenced_agents:
-        wanted = list(batch.referenced_agents)
-        rows = await conn.fetch("SELECT id, org_id FROM agents WHERE id = ANY($1::uuid[])", wanted)
-        owner = {r["id"]: r["org_id"] for r in rows}
+        rows = await conn.fetch("SELECT id FROM agents WHERE org_id = $1 AND id = ANY($2::uuid[])",
+                                org_id, list(batch.referenced_agents))
+        known = {r["id"] for r in rows}
         for section in ("mesh", "throughput"):
             data = getattr(batch, section)
             if data is None:
                 continue
             for i, peer in enumerate(data["peers"]):
-                if peer not in owner:
+                if peer not in known:
                     raise BatchError([section, "peers", i], f"unknown agent id {peer}")
-                if owner[peer] != org_id:
-                    raise ForeignReference([section, "peers", i],
-                                           "names an agent of another organisation")
     if batch.referenced_targets:
         exists = await conn.fetchval("SELECT to_regclass('storage_targets') IS NOT NULL")
         if not exists:
             raise BatchError(["storage", "targets", 0], "no storage targets are configured")
-        rows = await conn.fetch("SELECT id, org_id FROM storage_targets WHERE id = ANY($1::uuid[])",
-                                list(batch.referenced_targets))
-        owner = {r["id"]: r["org_id"] for r in rows}
+        rows = await conn.fetch(
+            "SELECT id FROM storage_targets WHERE org_id = $1 AND id = ANY($2::uuid[])",
+            org_id, list(batch.referenced_targets))
+        known = {r["id"] for r in rows}
         assert batch.storage is not None
         for i, target in enumerate(batch.storage["targets"]):
-            if target not in owner:
+            if target not in known:
                 raise BatchError(["storage", "targets", i], f"unknown storage target id {target}")
-            if owner[target] != org_id:
-                raise ForeignReference(["storage", "targets", i],
-                                       "names a storage target of another organisation")
 
 
 async def ensure_partitions(conn: asyncpg.Connection, batch: ParsedBatch) -> None:

@@ -80,35 +80,110 @@ def test_it_rejects_an_invalid_batch_naming_the_field_and_writes_nothing(
                          {"o": org.org_id}).scalar() == 0
 
 
-def test_it_rejects_nan_as_invalid_json(api, db, fleet):
-    org, agents = fleet
-    body = (b'{"batch_id":"%s","agent_id":"%s","mesh":{"peers":["%s"],"time_us":[%d],'
-            b'"peer_idx":[0],"round":[1],"payload_bytes":[1024],"rtt_us":[NaN],"status":[0]}}'
+def count_batches(db, org_id: str) -> int:
+    with db.connect() as c:
+        return c.execute(text("SELECT count(*) FROM ingest_batches WHERE org_id = :o"),
+                         {"o": org_id}).scalar()
+
+
+def raw_mesh_body(agents, rtt_us: list[bytes], time_us: bytes | None = None) -> bytes:
+    """A mesh batch written by hand, since no JSON encoder emits NaN or Infinity."""
+    n = len(rtt_us)
+    t = time_us or b",".join(b"%d" % (now_us() - 1_000_000 + i) for i in range(n))
+    return (b'{"batch_id":"%s","agent_id":"%s","mesh":{"peers":["%s"],"time_us":[%s],'
+            b'"peer_idx":[%s],"round":[%s],"payload_bytes":[%s],"rtt_us":[%s],"status":[%s]}}'
             % (str(uuid.uuid4()).encode(), agents[0].agent_id.encode(),
-               agents[1].agent_id.encode(), now_us()))
-    r = api.post("/api/v1/ingest/batches", content=body,
-                 headers={**agents[0].headers, "Content-Type": "application/json"})
-    assert r.status_code == 422
-    assert r.json()["detail"][0]["loc"] == ["body"]
-    assert count_mesh(db, org.org_id) == 0
+               agents[1].agent_id.encode(), t, b",".join([b"0"] * n),
+               b",".join(b"%d" % i for i in range(n)), b",".join([b"1024"] * n),
+               b",".join(rtt_us), b",".join([b"0"] * n)))
 
 
-def test_it_rejects_a_batch_over_the_size_limit_with_413(api, fleet):
-    _, agents = fleet
-    r = api.post("/api/v1/ingest/batches", content=b"x" * (9 * 1024 * 1024),
-                 headers={**agents[0].headers, "Content-Type": "application/json"})
-    assert r.status_code == 413
-
-
-def test_it_rejects_a_gzip_bomb_with_413(api, fleet):
+@pytest.mark.parametrize(
+    ("rtt", "time_us", "loc", "token"),
+    [
+        ([b"400", b"410", b"420", b"NaN", b"430"], None, ["body", "mesh", "rtt_us", 3], "NaN"),
+        ([b"400", b"Infinity"], None, ["body", "mesh", "rtt_us", 1], "Infinity"),
+        ([b"400", b"-Infinity"], None, ["body", "mesh", "rtt_us", 1], "-Infinity"),
+        ([b"400", b"1e999"], None, ["body", "mesh", "rtt_us", 1], "finite"),
+        ([b"400", b"410"], b"%d,NaN" % now_us(), ["body", "mesh", "time_us", 1], "NaN"),
+    ],
+    ids=["nan-rtt", "infinity-rtt", "minus-infinity-rtt", "overflowing-rtt", "nan-time"],
+)
+@pytest.mark.parametrize("gzip_body", [False, True], ids=["plain", "gzip"])
+def test_it_rejects_a_non_finite_number_naming_its_field_and_index(
+        api, db, fleet, rtt, time_us, loc, token, gzip_body):
     import gzip
 
-    _, agents = fleet
-    bomb = gzip.compress(b" " * (70 * 1024 * 1024))
+    org, agents = fleet
+    body = raw_mesh_body(agents, rtt, time_us)
+    headers = {**agents[0].headers, "Content-Type": "application/json"}
+    if gzip_body:
+        body, headers["Content-Encoding"] = gzip.compress(body), "gzip"
+    r = api.post("/api/v1/ingest/batches", content=body, headers=headers)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert detail["loc"] == loc
+    assert token in detail["msg"] and "finite" in detail["msg"]
+    assert count_mesh(db, org.org_id) == 0
+    assert count_batches(db, org.org_id) == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "position"),
+    [
+        (b'{"batch_id": "x", "mesh": {"rtt_us": [1, 2,]}}', "column 43"),
+        (b'{"batch_id": "x", "mesh": {"rtt_us": [NaN, 2,]}}', "column 46"),
+        (b'{"batch_id": "x"', "column 17"),
+    ],
+    ids=["trailing-comma", "trailing-comma-after-nan", "truncated"],
+)
+def test_it_rejects_malformed_json_naming_the_position(api, db, fleet, body, position):
+    org, agents = fleet
+    r = api.post("/api/v1/ingest/batches", content=body,
+                 headers={**agents[0].headers, "Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert detail["loc"] == ["body"] and detail["type"] == "json_invalid"
+    assert "line 1" in detail["msg"] and position in detail["msg"], detail["msg"]
+    assert count_batches(db, org.org_id) == 0
+
+
+def padded(batch: dict, size: int) -> bytes:
+    """A valid batch followed by JSON whitespace up to `size` bytes: only its size is wrong."""
+    import orjson
+
+    raw = orjson.dumps(batch)
+    return raw + b" " * (size - len(raw))
+
+
+def test_it_rejects_a_batch_over_the_size_limit_with_413_and_writes_nothing(api, db, fleet):
+    org, agents = fleet
+    batch = mesh_batch(agents[0], [a.agent_id for a in agents], rounds=20)
+    before = count_mesh(db, org.org_id), count_batches(db, org.org_id)
+    r = api.post("/api/v1/ingest/batches", content=padded(batch, 9 * 1024 * 1024),
+                 headers={**agents[0].headers, "Content-Type": "application/json"})
+    assert r.status_code == 413, r.text
+    assert (count_mesh(db, org.org_id), count_batches(db, org.org_id)) == before == (0, 0)
+    # The same batch within the limit is stored: the 413 was about size alone.
+    assert post_batch(api, agents[0], batch).status_code == 202
+    assert count_mesh(db, org.org_id) == 60
+
+
+def test_it_rejects_a_gzip_bomb_with_413_and_writes_nothing(api, db, fleet):
+    import gzip
+
+    org, agents = fleet
+    batch = mesh_batch(agents[0], [a.agent_id for a in agents], rounds=20)
+    bomb = gzip.compress(padded(batch, 70 * 1024 * 1024))
+    assert len(bomb) < 8 * 1024 * 1024  # passes the compressed limit, fails the inflated one
+    before = count_mesh(db, org.org_id), count_batches(db, org.org_id)
     r = api.post("/api/v1/ingest/batches", content=bomb,
                  headers={**agents[0].headers, "Content-Type": "application/json",
                           "Content-Encoding": "gzip"})
-    assert r.status_code == 413
+    assert r.status_code == 413, r.text
+    assert (count_mesh(db, org.org_id), count_batches(db, org.org_id)) == before == (0, 0)
+    assert post_batch(api, agents[0], batch).status_code == 202
+    assert count_mesh(db, org.org_id) == 60
 
 
 def test_it_refuses_a_missing_or_unknown_token(api, fleet):
@@ -132,14 +207,70 @@ def test_an_agent_of_org_a_cannot_write_samples_for_org_b_agents(api, db, make_o
     org_a, agents_a = fleet
     org_b = make_org()
     b1 = enroll(api, org_b.enrollment_token, "b-node")
-    # Naming B's agent as a peer from A's agent:
-    r = post_batch(api, agents_a[0], mesh_batch(agents_a[0], [b1.agent_id], rounds=5))
-    assert r.status_code == 403
-    # Posting as B's agent with A's token:
+    # Naming B's agent as a peer from A's agent is invalid content: 422 at the field, worded
+    # exactly like an id that exists nowhere, so it tells nothing about org B.
+    peers = [a.agent_id for a in agents_a] + [b1.agent_id]
+    foreign = post_batch(api, agents_a[0], mesh_batch(agents_a[0], peers, rounds=5))
+    assert foreign.status_code == 422, foreign.text
+    nowhere = str(uuid.uuid4())
+    unknown = post_batch(api, agents_a[0], mesh_batch(agents_a[0], peers[:3] + [nowhere],
+                                                      rounds=5))
+    assert unknown.status_code == 422, unknown.text
+    assert foreign.json() == {"detail": [{"loc": ["body", "mesh", "peers", 3],
+                                          "msg": f"unknown agent id {b1.agent_id}",
+                                          "type": "value_error"}]}
+    assert unknown.json()["detail"][0]["msg"].replace(nowhere, b1.agent_id) == \
+        foreign.json()["detail"][0]["msg"]
+    # The same for a throughput peer.
+    t = now_us() - 2_000_000
+    r = post_batch(api, agents_a[0], {
+        "batch_id": str(uuid.uuid4()), "agent_id": agents_a[0].agent_id,
+        "mesh": mesh_batch(agents_a[0], peers[:3], rounds=5)["mesh"],
+        "throughput": {"peers": [agents_a[1].agent_id, b1.agent_id], "time_us": [t, t],
+                       "peer_idx": [0, 1], "proto": ["tcp", "tcp"],
+                       "experiment_id": [str(uuid.uuid4())] * 2, "direction": ["send"] * 2,
+                       "bytes_per_s": [1e8, 1e8], "loss_ratio": [None, None],
+                       "jitter_us": [None, None]}})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "throughput", "peers", 1]
+    # Posting as B's agent with A's token is a foreign credential: 403.
     r = post_batch(api, agents_a[0], mesh_batch(b1, [b1.agent_id], rounds=5))
     assert r.status_code == 403
     assert count_mesh(db, org_a.org_id) == 0
     assert count_mesh(db, org_b.org_id) == 0
+    assert count_batches(db, org_a.org_id) == 0
+    with db.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM throughput_samples WHERE org_id = :o"),
+                         {"o": org_a.org_id}).scalar() == 0
+
+
+def test_a_storage_target_of_another_org_reads_as_an_unknown_target(api, db, make_org, fleet):
+    org_a, agents_a = fleet
+    org_b = make_org()
+    theirs = api.post("/api/v1/storage-targets", headers={
+        "Authorization": f"Bearer {org_b.api_key}"}, json={
+        "name": "b's bucket", "provider": "s3", "region": "us-east-1", "bucket": "b-probe",
+        "credentials": {"source": "none"}})
+    assert theirs.status_code == 201, theirs.text
+    t = now_us() - 2_000_000
+
+    def batch(target: str) -> dict:
+        return {"batch_id": str(uuid.uuid4()), "agent_id": agents_a[0].agent_id, "storage": {
+            "targets": [target], "time_us": [t], "target_idx": [0], "op": ["put"],
+            "variant": ["plain"], "content": ["binary"], "size_bytes": [1024],
+            "stored_bytes": [1024], "copies": [1], "concurrency": [1], "attempt": [1],
+            "latency_us": [5000], "ttfb_us": [4000], "rtt_us": [300], "bytes_per_s": [None],
+            "status": [0], "error_class": [None]}}
+
+    nowhere = str(uuid.uuid4())
+    foreign = post_batch(api, agents_a[0], batch(theirs.json()["id"]))
+    unknown = post_batch(api, agents_a[0], batch(nowhere))
+    assert foreign.status_code == unknown.status_code == 422, foreign.text
+    assert foreign.json()["detail"][0]["loc"] == ["body", "storage", "targets", 0]
+    assert unknown.json()["detail"][0] == {
+        **foreign.json()["detail"][0],
+        "msg": foreign.json()["detail"][0]["msg"].replace(theirs.json()["id"], nowhere)}
+    assert count_batches(db, org_a.org_id) == 0
 
 
 def test_an_agent_token_cannot_read_org_data(api, fleet):

@@ -39,14 +39,28 @@ def strict_api(services):
     server.stop()
 
 
-def test_an_agent_over_its_rate_gets_429_with_retry_after(strict_api, make_org):
+def test_an_agent_over_its_rate_gets_429_with_retry_after_and_nothing_is_written(
+        strict_api, db, make_org):
     org = make_org()
+
+    def stored() -> tuple[int, list[str]]:
+        with db.connect() as c:
+            rows = c.execute(text("SELECT count(*) FROM mesh_samples WHERE org_id = :o"),
+                             {"o": org.org_id}).scalar()
+            ids = c.execute(text("SELECT batch_id::text FROM ingest_batches WHERE org_id = :o"),
+                            {"o": org.org_id}).scalars().all()
+        return rows, sorted(ids)
+
     with strict_api.client() as api:
         a = enroll(api, org.enrollment_token, "chatty")
-        codes = [post_batch(api, a, mesh_batch(a, [a.agent_id], rounds=1)) for _ in range(5)]
-    assert [r.status_code for r in codes[:3]] == [202, 202, 202]
-    assert codes[3].status_code == 429
-    assert 1 <= int(codes[3].headers["retry-after"]) <= 60
+        batches = [mesh_batch(a, [a.agent_id], rounds=2) for _ in range(4)]
+        assert [post_batch(api, a, b).status_code for b in batches[:3]] == [202, 202, 202]
+        before = stored()
+        over = post_batch(api, a, batches[3])
+        after = stored()
+    assert over.status_code == 429, over.text
+    assert 1 <= int(over.headers["retry-after"]) <= 60
+    assert before == after == (6, sorted(b["batch_id"] for b in batches[:3]))
 
 
 def test_health_reports_database_and_redis(api):

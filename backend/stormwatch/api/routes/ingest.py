@@ -6,7 +6,6 @@ import time
 import zlib
 from datetime import UTC, datetime
 
-import orjson
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 
@@ -15,7 +14,7 @@ from stormwatch.core.db import get_engine
 from stormwatch.core.redis import get_redis
 from stormwatch.schemas.ingest import IngestAccepted, IngestBatch
 from stormwatch.services import ratelimit
-from stormwatch.services.ingest import BatchError, ForeignReference, make_limits, parse_batch
+from stormwatch.services.ingest import BatchError, decode_json, make_limits, parse_batch
 from stormwatch.services.ingest_store import check_references, ensure_partitions, store_batch
 
 router = APIRouter(tags=["ingest"])
@@ -75,9 +74,9 @@ async def ingest_batch(request: Request, agent: AgentDep, settings: SettingsDep)
     elif len(body) > settings.ingest_max_decompressed_bytes:
         raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "batch too large")
     try:
-        decoded = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise _invalid(["body"], f"not valid JSON: {exc}", "json_invalid") from exc
+        decoded = decode_json(body)
+    except BatchError as exc:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, exc.detail()) from exc
 
     retry_after = await ratelimit.hit(get_redis(), f"ingest:{agent.id}",
                                       settings.ingest_rate_batches_per_min)
@@ -100,9 +99,6 @@ async def ingest_batch(request: Request, agent: AgentDep, settings: SettingsDep)
             await check_references(conn, agent.org_id, batch)
         except BatchError as exc:
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, exc.detail()) from exc
-        except ForeignReference as exc:
-            raise HTTPException(status.HTTP_403_FORBIDDEN,
-                                f"{'.'.join(map(str, exc.loc[1:]))}: {exc.msg}") from exc
         await ensure_partitions(conn, batch)
         duplicate, counts = await store_batch(conn, agent.org_id, batch)
     payload = {"batch_id": str(batch.batch_id), "accepted": counts, "duplicate": duplicate}
