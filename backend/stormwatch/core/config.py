@@ -19,7 +19,8 @@ class Settings(BaseSettings):
     environment: str = "development"
     log_level: str = "INFO"
 
-    # Cookies are Secure unless explicitly running plain-http development.
+    # Off by default: `make run` serves plain http://127.0.0.1, where a Secure cookie would
+    # never be sent back. docker-compose.yml (behind TLS) sets COOKIE_SECURE=true.
     cookie_secure: bool = False
     session_ttl_hours: int = 24 * 7
 

@@ -7,8 +7,9 @@ import secrets
 from dataclasses import asdict, dataclass
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
+from stormwatch.cli import AdminResult, ensure_admin
 from stormwatch.models import Org
 from stormwatch.services import accounts
 
@@ -26,21 +27,39 @@ class OrgCredentials:
         return asdict(self)
 
 
+async def _with_tokens(session: AsyncSession, admin: AdminResult,
+                       password: str) -> OrgCredentials:
+    _, api_key = await accounts.create_api_key(session, admin.org_id, "default", admin.user_id)
+    _, enrollment = await accounts.create_enrollment_token(session, admin.org_id, "default")
+    await session.commit()
+    return OrgCredentials(org_id=str(admin.org_id), org_name=admin.org_name, email=admin.email,
+                          password=password, api_key=api_key, enrollment_token=enrollment)
+
+
 async def create_org_with_admin(database_url: str, name: str, email: str,
                                 password: str | None = None) -> OrgCredentials:
+    """A new org every call (tests and benches), through the same code as `create-admin`."""
     engine = create_async_engine(database_url)
     try:
         async with async_sessionmaker(engine, expire_on_commit=False)() as session:
-            org = await accounts.create_org(session, name, slug=accounts.slugify(name) + "-"
-                                            + secrets.token_hex(3))
             password = password or secrets.token_urlsafe(12)
-            user = await accounts.create_user(session, org.id, email, password)
-            _, api_key = await accounts.create_api_key(session, org.id, "default", user.id)
-            _, enrollment = await accounts.create_enrollment_token(session, org.id, "default")
-            await session.commit()
-            return OrgCredentials(org_id=str(org.id), org_name=org.name, email=email,
-                                  password=password, api_key=api_key,
-                                  enrollment_token=enrollment)
+            admin = await ensure_admin(session, name, email, password,
+                                       org_slug=accounts.slugify(name) + "-"
+                                       + secrets.token_hex(3))
+            return await _with_tokens(session, admin, password)
+    finally:
+        await engine.dispose()
+
+
+async def ensure_demo_org(database_url: str, name: str, email: str) -> OrgCredentials:
+    """The demo org and admin of `make run` (`create-admin` semantics), with a fresh password
+    and tokens: the runner calls it when its saved login no longer matches the database."""
+    engine = create_async_engine(database_url)
+    try:
+        async with async_sessionmaker(engine, expire_on_commit=False)() as session:
+            password = secrets.token_urlsafe(12)
+            admin = await ensure_admin(session, name, email, password, reset_password=True)
+            return await _with_tokens(session, admin, password)
     finally:
         await engine.dispose()
 

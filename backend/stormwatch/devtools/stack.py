@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from stormwatch.devtools.bootstrap import create_org_with_admin, org_exists
+from stormwatch.devtools.bootstrap import ensure_demo_org, org_exists
 from stormwatch.devtools.services import (
     PostgresServer,
     RedisServer,
@@ -93,8 +93,8 @@ class Stack:
         run_migrations(database_url)
         demo = self.state.get("demo")
         if demo is None or not asyncio.run(org_exists(database_url, demo["org_id"])):
-            creds = asyncio.run(
-                create_org_with_admin(database_url, "Demo", "admin@stormwatch.local"))
+            # Same code as `python -m stormwatch.cli create-admin`, which compose runs.
+            creds = asyncio.run(ensure_demo_org(database_url, "Demo", "admin@stormwatch.local"))
             demo = creds.as_dict()
             self.state["demo"] = demo
             self._save_state()
