@@ -187,7 +187,9 @@ async def quorum_vs_pairs(session: AsyncSession, org_id: uuid.UUID, f: Filters,
     """Seed 003 §4.3.5 / Fig. 12: quorum latency (Qk/n) beside node-to-node (NQ) RTT from
     the same senders."""
     fleet = await load_fleet(session, org_id)
-    q = await load_grouped(session, org_id, "quorum", f,
+    # Pair-only filters (topology class, payload size) narrow the node-to-node side only.
+    qf = Filters(**{**f.__dict__, "dst": None, "topology_class": None, "payload_bytes": None})
+    q = await load_grouped(session, org_id, "quorum", qf,
                            lambda k: (str(k[0]), k[1], f"Q{k[2]}/{k[3]}"), fleet)
     out = []
     senders = sorted({uuid.UUID(k[0]) for k in q.groups})

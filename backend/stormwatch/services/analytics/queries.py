@@ -15,6 +15,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from stormwatch.models.agent import TOPOLOGY_CLASSES
 from stormwatch.services.analytics.sketches import GroupedBins, Sketch, decode, grouped_quantiles
 from stormwatch.services.analytics.stats import Distribution, Moments
 
@@ -68,6 +69,8 @@ KIND_SPECS: dict[str, KindSpec] = {
                            ("src_agent_id", "dst_agent_id", "proto", "direction"), "bytes_per_s",
                            "bytes_per_s", "false", True),
 }
+# Query parameter names of the kind-specific columns, for error messages.
+PARAM_OF_COLUMN = {"target_id": "target"}
 ADJUSTED_RAW = ("CASE WHEN status = 0 AND rtt_us IS NOT NULL "
                 "THEN greatest(latency_us - rtt_us, 0) END")
 
@@ -231,6 +234,7 @@ def _restrict(allowed: set[uuid.UUID] | None, ids: list[uuid.UUID] | None
 def _where(spec: KindSpec, fleet: Fleet, f: Filters, params: dict[str, Any]
            ) -> tuple[list[str], int]:
     """SQL conditions for the filters, and an estimate of how many series they select."""
+    _check_applicable(spec, f)
     clauses: list[str] = []
     n_agents = max(len(fleet.agents), 1)
     n_series = n_agents
@@ -269,10 +273,28 @@ def _where(spec: KindSpec, fleet: Fleet, f: Filters, params: dict[str, Any]
         params["payload"] = f.payload_bytes
     for i, (col, vals) in enumerate(sorted(f.extra.items())):
         if col not in spec.keys:
-            raise QueryError(col, f"{col} does not apply to this kind of series")
+            name = PARAM_OF_COLUMN.get(col, col)
+            raise QueryError(name, f"{name} does not apply to this kind of series")
         clauses.append(f"{col} = ANY(:x{i})")
         params[f"x{i}"] = vals
     return clauses, n_series
+
+
+def _check_applicable(spec: KindSpec, f: Filters) -> None:
+    """A filter that cannot select anything of this kind is a mistake, not an empty answer."""
+    if not spec.pair:
+        if f.dst:
+            raise QueryError("dst", "dst applies to pair series (mesh, throughput); use src "
+                             "for the agent of quorum and storage series")
+        if f.topology_class:
+            raise QueryError("topology_class",
+                             "topology_class applies to pair series (mesh, throughput) only")
+    if f.payload_bytes and "payload_bytes" not in spec.keys:
+        raise QueryError("payload_bytes", "payload_bytes applies to mesh series only")
+    unknown = sorted(set(f.topology_class or ()) - set(TOPOLOGY_CLASSES))
+    if unknown:
+        raise QueryError("topology_class", f"unknown topology class {unknown[0]!r}; one of "
+                         + ", ".join(TOPOLOGY_CLASSES))
 
 
 def kind_is_quorum(spec: KindSpec) -> bool:
