@@ -251,3 +251,87 @@ def test_bad_parameters_get_a_422_naming_them(client: httpx.Client, fleet: Fleet
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "src"]
     r = client.get("/api/v1/analytics/mesh/summary")
     assert r.status_code == 401
+
+
+def _ecdf(values: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Fraction of `values` at or below each point of `at`."""
+    return np.searchsorted(np.sort(values), at, side="right") / values.size
+
+
+def test_the_raw_distribution_is_numpy_s_histogram_cdf_and_tail(client: httpx.Client,
+                                                                fleet: Fleet) -> None:
+    end = fleet.start + timedelta(hours=HOURS)
+    width = 1000.0
+    body = _get(client, fleet, "mesh/distribution", start=fleet.start.isoformat(),
+                end=end.isoformat(), src=fleet.a.agent_id, dst=fleet.b.agent_id,
+                bucket_width=width, tail_fraction=0.05, resolution="raw")
+    assert body["source"]["resolution"] == "raw" and body["count"] == fleet.ab.size
+    # Histogram: the non-empty buckets of width 1000 us, counts as numpy bins them.
+    idx = np.floor(fleet.ab / width).astype(int)
+    want = {int(i) * width: int(c) for i, c in zip(*np.unique(idx, return_counts=True),
+                                                   strict=True)}
+    got = {b["lower"]: b["count"] for b in body["histogram"]}
+    assert got == want
+    assert all(b["upper"] - b["lower"] == width for b in body["histogram"])
+    # CDF: every point is (value, fraction of samples <= value), ending at (max, 1).
+    cdf = body["cdf"]
+    assert 100 <= len(cdf) <= 2000
+    xs = np.array([p["value"] for p in cdf])
+    fs = np.array([p["fraction"] for p in cdf])
+    assert np.all(np.diff(xs) > 0) and np.all(np.diff(fs) > 0)
+    np.testing.assert_allclose(fs, _ecdf(fleet.ab, xs), rtol=1e-12)
+    assert (xs[-1], fs[-1]) == (fleet.ab.max(), 1.0)
+    # Tail slice: every distinct value in the top 5%, plus the point just below it.
+    tail = body["tail_cdf"]
+    uniq = np.unique(fleet.ab)
+    frac = _ecdf(fleet.ab, uniq)
+    first = int(np.argmax(frac >= 0.95)) - 1
+    assert [p["value"] for p in tail] == uniq[first:].tolist()
+    np.testing.assert_allclose([p["fraction"] for p in tail], frac[first:], rtol=1e-12)
+    assert tail[0]["fraction"] < 0.95 <= tail[1]["fraction"]
+    top1 = _get(client, fleet, "mesh/distribution", start=fleet.start.isoformat(),
+                end=end.isoformat(), src=fleet.a.agent_id, dst=fleet.b.agent_id,
+                bucket_width=width, tail_fraction=0.01, resolution="raw")["tail_cdf"]
+    assert top1[0]["fraction"] < 0.99 <= top1[1]["fraction"]
+    assert len(top1) < len(tail)
+
+
+@pytest.mark.parametrize("resolution", ["1m", "1h"])
+def test_a_sketched_distribution_stays_within_one_percent(client: httpx.Client, fleet: Fleet,
+                                                          resolution: str) -> None:
+    end = fleet.start + timedelta(hours=HOURS)
+    body = _get(client, fleet, "mesh/distribution", start=fleet.start.isoformat(),
+                end=end.isoformat(), src=fleet.a.agent_id, dst=fleet.b.agent_id,
+                bucket_width=5000, tail_fraction=0.001, resolution=resolution)
+    assert body["source"]["resolution"] == resolution and body["count"] == fleet.ab.size
+    assert sum(b["count"] for b in body["histogram"]) == fleet.ab.size
+    # A sketch bin's value is within 1% of every sample in it: each CDF point's fraction
+    # lies between the exact CDF 2% below and 2% above its value (a bin spans 2%).
+    for points in (body["cdf"], body["tail_cdf"]):
+        xs = np.array([p["value"] for p in points])
+        fs = np.array([p["fraction"] for p in points])
+        assert np.all(_ecdf(fleet.ab, xs / 1.0203) <= fs + 1e-12)
+        assert np.all(fs <= _ecdf(fleet.ab, xs * 1.0203) + 1e-12)
+    assert body["tail_cdf"][-1]["fraction"] == pytest.approx(1.0)
+    top = body["tail_cdf"][-1]["value"]
+    assert abs(top - fleet.ab.max()) / fleet.ab.max() <= 0.01
+    # Histogram: the samples below each bucket edge, counted from the sketch, lie between
+    # the exact counts 2% either side of the edge.
+    uppers = np.array([b["upper"] for b in body["histogram"]])
+    below = np.cumsum([b["count"] for b in body["histogram"]])
+    srt = np.sort(fleet.ab)
+    assert np.all(np.searchsorted(srt, uppers / 1.0203) <= below)
+    assert np.all(below <= np.searchsorted(srt, uppers * 1.0203))
+
+
+def test_a_bucket_width_giving_too_many_buckets_is_a_422(client: httpx.Client,
+                                                        fleet: Fleet) -> None:
+    end = fleet.start + timedelta(hours=HOURS)
+    r = client.get("/api/v1/analytics/mesh/distribution", headers=fleet.headers, params={
+        "start": fleet.start.isoformat(), "end": end.isoformat(), "src": fleet.a.agent_id,
+        "dst": fleet.b.agent_id, "bucket_width": 1, "resolution": "raw"})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "bucket_width"]
+    for bad in ("0", "-5"):
+        r = client.get("/api/v1/analytics/mesh/distribution", headers=fleet.headers,
+                       params={"bucket_width": bad})
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "bucket_width"]

@@ -129,3 +129,84 @@ def test_week_of_storage_medians_by_provider_and_size(client: httpx.Client,  # n
                              x["op"] == "get" and x["size"] == 1_000_000 and not x["failed"]
                              and x["t"].date() == day], dtype=float)
             assert d["median_latency_ms"] == pytest.approx(np.median(vals) / 1000)
+
+
+def test_replication_std_dev_and_p90_by_number_of_copies(client: httpx.Client,  # noqa: F811
+                                                         make_org: Callable, db: Engine) -> None:
+    """Seed 000 Figs. 9-10: first-of-k GET latency by k, from replicated cycles."""
+    org = make_org()
+    headers = {"Authorization": f"Bearer {org.api_key}"}
+    agent = enroll(client, org.enrollment_token, "replica-probe", provider="aws",
+                   region="us-east-1", zone="us-east-1a")
+    tid = _targets(db, org.org_id)["s3"]
+    rng = np.random.default_rng(12)
+    now = datetime.now(UTC)
+    start = rollups.floor_time(now - timedelta(minutes=55), 60)
+    cycles, copies, sizes = 200, 3, [1_000, 100_000]
+    rows: list[dict[str, Any]] = []
+    first_of: dict[tuple[int, int], list[float]] = {}
+    for i in range(cycles):
+        t = start + timedelta(seconds=15 * i)
+        for size in sizes:
+            lat = rng.lognormal(np.log(30_000 + size / 10), 0.6, copies)
+            failed = rng.random(copies) < 0.03
+            for j in range(copies):
+                rows.append({"t": t, "op": "put", "size": size, "copies": copies, "conc": 1,
+                             "lat": int(lat[j] * 1.5), "failed": False})
+                rows.append({"t": t, "op": "get", "size": size, "copies": copies,
+                             "conc": copies, "lat": None if failed[j] else int(lat[j]),
+                             "failed": bool(failed[j])})
+            for k in range(1, copies + 1):
+                ok = [int(lat[j]) for j in range(k) if not failed[j]]
+                rows.append({"t": t, "op": "get_first", "size": size, "copies": k, "conc": k,
+                             "lat": min(ok) if ok else None, "failed": not ok})
+                if ok:
+                    first_of.setdefault((size, k), []).append(float(min(ok)))
+    n = len(rows)
+    batch = {"batch_id": str(uuid.uuid4()), "agent_id": agent.agent_id, "storage": {
+        "targets": [str(tid)], "time_us": [int(r["t"].timestamp() * 1_000_000) for r in rows],
+        "target_idx": [0] * n, "op": [r["op"] for r in rows], "variant": ["replicated"] * n,
+        "content": ["binary"] * n, "size_bytes": [r["size"] for r in rows],
+        "stored_bytes": [r["size"] for r in rows], "copies": [r["copies"] for r in rows],
+        "concurrency": [r["conc"] for r in rows], "attempt": [1] * n,
+        "latency_us": [r["lat"] for r in rows], "ttfb_us": [None] * n, "rtt_us": [None] * n,
+        "bytes_per_s": [None] * n, "status": [3 if r["failed"] else 0 for r in rows],
+        "error_class": ["server_error" if r["failed"] else None for r in rows]}}
+    resp = post_batch(client, agent, batch)
+    assert resp.status_code == 202, resp.text
+    org_uuid = uuid.UUID(org.org_id)
+    with db.begin() as conn:
+        rollups.roll_up_minutes(conn, "storage", start, now, org_uuid)
+        rollups.roll_up_coarse(conn, "storage", 3600, [(org_uuid, start), (org_uuid, now)])
+
+    params = {"start": start.isoformat(), "end": now.isoformat()}
+    for resolution, rel, method in (("raw", 1e-9, "linear"), ("1h", 0.01, "lower")):
+        r = client.get("/api/v1/analytics/storage/replication", headers=headers,
+                       params={**params, "resolution": resolution})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["source"]["resolution"] == resolution
+        table = {(x["op"], x["size_bytes"], x["copies"]): x for x in body["rows"]}
+        assert set(table) == ({("put", s, copies) for s in sizes}
+                              | {("get", s, copies) for s in sizes}
+                              | {("get_first", s, k) for s in sizes for k in (1, 2, 3)})
+        for (size, k), values in first_of.items():
+            row = table[("get_first", size, k)]
+            v = np.array(values)
+            assert row["count"] == v.size
+            assert row["std_ms"] == pytest.approx(np.std(v, ddof=1) / 1000, rel=1e-9)
+            assert row["mean_ms"] == pytest.approx(v.mean() / 1000, rel=1e-9)
+            want = float(np.quantile(v, 0.9, method=method)) / 1000
+            assert abs(row["p90_ms"] - want) / want <= rel, (resolution, size, k)
+        # More copies, less spread and a lower p90 (the figures' finding, built into the data).
+        for size in sizes:
+            stds = [table[("get_first", size, k)]["std_ms"] for k in (1, 2, 3)]
+            p90s = [table[("get_first", size, k)]["p90_ms"] for k in (1, 2, 3)]
+            assert stds == sorted(stds, reverse=True) and p90s == sorted(p90s, reverse=True)
+
+    only = client.get("/api/v1/analytics/storage/replication", headers=headers, params={
+        **params, "resolution": "raw", "op": "get_first", "size_bytes": "100000"}).json()
+    assert {(x["op"], x["size_bytes"]) for x in only["rows"]} == {("get_first", 100_000)}
+    elsewhere = client.get("/api/v1/analytics/storage/replication", headers=headers, params={
+        **params, "resolution": "raw", "regions": "eu-west-1"}).json()
+    assert elsewhere["rows"] == []
