@@ -18,9 +18,10 @@ def test_plain_postgres_uses_native_partitions_and_logs_the_choice(db):
 
 def test_partitions_are_created_ahead_and_old_ones_dropped(db):
     with db.begin() as c:
-        c.execute(text("SELECT sw_ensure_partitions('mesh_samples', now() - interval '40 days', "
-                       "now() - interval '39 days')"))
-        old_day = (datetime.now(UTC) - timedelta(days=40)).strftime("%Y%m%d")
+        # Older than any org may keep raw samples, whatever other tests set.
+        c.execute(text("SELECT sw_ensure_partitions('mesh_samples', now() - interval '100 days', "
+                       "now() - interval '99 days')"))
+        old_day = (datetime.now(UTC) - timedelta(days=100)).strftime("%Y%m%d")
         assert c.execute(text("SELECT to_regclass(:n)"),
                          {"n": f"mesh_samples_p{old_day}"}).scalar() is not None
         maintenance.ensure_partitions(c, days_ahead=5)
@@ -56,3 +57,22 @@ def test_migrating_a_fresh_database_logs_the_storage_choice(services):
          "upgrade", "heads"], env={**os.environ, "DATABASE_URL": url}, cwd=repo,
         capture_output=True, text=True, check=True)
     assert "native PostgreSQL daily partitions (TimescaleDB not available)" in out.stderr
+
+
+def test_the_timescaledb_retention_backstop_keeps_what_an_org_may_keep():
+    """TimescaleDB is not installed here; the policy's interval is checked against the
+    longest raw retention the settings API accepts (and the retention task's bound)."""
+    import importlib.util
+    from pathlib import Path
+
+    from stormwatch.schemas.accounts import OrgUpdate
+
+    path = (Path(__file__).resolve().parents[2] / "migrations" / "versions"
+            / "0004_raw_retention_backstop.py")
+    spec = importlib.util.spec_from_file_location("backstop", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    bound = next(m.le for m in OrgUpdate.model_fields["raw_retention_days"].metadata
+                 if hasattr(m, "le"))
+    assert module.BACKSTOP_DAYS == maintenance.MAX_RAW_RETENTION_DAYS == bound

@@ -1,8 +1,26 @@
-"""Partition upkeep and raw-data retention (plain PostgreSQL and TimescaleDB alike)."""
+"""Partition upkeep and raw-data retention (plain PostgreSQL and TimescaleDB alike).
+
+Raw retention is per org (`orgs.raw_retention_days`, default 14, at most
+MAX_RAW_RETENTION_DAYS through the settings API). Storage is shared, so retention works in
+two steps, both idempotent:
+1. whole day partitions (TimescaleDB chunks) older than the longest retention of any org are
+   dropped: cheap, and no org keeps anything in them;
+2. each org then loses, by DELETE, its rows older than its own setting in the partitions
+   that remain, so an org keeping 3 days does not wait for the org keeping 90.
+On TimescaleDB a retention policy also drops chunks, but only past MAX_RAW_RETENTION_DAYS
+(migration 0004), as a backstop that can never take data an org is allowed to keep.
+"""
+
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, text
 
 from stormwatch.models import RAW_TABLES
+
+# The settings API's upper bound for raw_retention_days (schemas/accounts.py OrgUpdate) and
+# the TimescaleDB retention policy's interval (migration 0004): the three must agree.
+MAX_RAW_RETENTION_DAYS = 90
+DEFAULT_RAW_RETENTION_DAYS = 14
 
 
 def storage_engine(conn: Connection) -> str:
@@ -20,27 +38,34 @@ def ensure_partitions(conn: Connection, days_ahead: int = 3) -> int:
 
 
 def enforce_raw_retention(conn: Connection) -> dict[str, int]:
-    """Drops whole partitions past the longest org retention, then deletes the rows of
-    orgs that keep less. Returns what was removed per table."""
-    longest = int(conn.execute(text("SELECT coalesce(max(raw_retention_days), 14) FROM orgs"))
-                  .scalar() or 14)
+    """Drops whole partitions (chunks) past the longest org retention, then deletes each
+    org's rows older than its own retention. Returns partitions dropped plus rows deleted
+    per table; a second run right after removes nothing."""
+    now: datetime = conn.execute(text("SELECT now()")).scalar_one()
+    orgs = [(r[0], int(r[1])) for r in conn.execute(text(
+        "SELECT id, raw_retention_days FROM orgs")).all()]
+    longest = max((days for _, days in orgs), default=DEFAULT_RAW_RETENTION_DAYS)
+    drop_before = now - timedelta(days=longest)
+    # What survives the drop is at most one partition (a day) older than its cutoff.
+    floor = drop_before - timedelta(days=1)
     timescale = storage_engine(conn) == "timescaledb"
     out: dict[str, int] = {}
     for table in RAW_TABLES:
         removed = 0
         if timescale:
-            conn.execute(text("SELECT drop_chunks(:t, older_than => now() - "
-                              "make_interval(days => :d))"), {"t": table, "d": longest})
+            removed += len(conn.execute(text(
+                "SELECT drop_chunks(CAST(:t AS regclass), older_than => CAST(:c AS timestamptz))"),
+                {"t": table, "c": drop_before}).all())
         else:
             removed += int(conn.execute(text(
-                "SELECT sw_drop_partitions_before(:t, now() - make_interval(days => :d))"),
-                {"t": table, "d": longest}).scalar() or 0)
-        deleted = conn.execute(text(
-            f"DELETE FROM {table} s USING orgs o WHERE s.org_id = o.id "  # noqa: S608
-            "AND o.raw_retention_days < :d "
-            "AND s.time < now() - make_interval(days => o.raw_retention_days)"),
-            {"d": longest}).rowcount
-        out[table] = removed + int(deleted or 0)
-    conn.execute(text("DELETE FROM ingest_batches WHERE received_at < now() - "
-                      "make_interval(days => :d)"), {"d": longest})
+                "SELECT sw_drop_partitions_before(:t, :c)"),
+                {"t": table, "c": drop_before}).scalar() or 0)
+        for org_id, days in orgs:
+            # Bounded below, so only the partitions that can hold such rows are scanned.
+            removed += int(conn.execute(text(
+                f"DELETE FROM {table} WHERE org_id = :o AND time >= :f "  # noqa: S608
+                "AND time < :c"),
+                {"o": org_id, "f": floor, "c": now - timedelta(days=days)}).rowcount or 0)
+        out[table] = removed
+    conn.execute(text("DELETE FROM ingest_batches WHERE received_at < :c"), {"c": drop_before})
     return out

@@ -16,8 +16,8 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
         "task": "stormwatch.ensure_partitions",
         "schedule": timedelta(hours=1),
     },
-    # Raw data past retention goes by dropping whole day partitions; hourly keeps the
-    # overshoot under an hour without churning.
+    # Raw data past retention goes by dropping whole day partitions past the longest org
+    # setting, then deleting each org's older rows; hourly keeps the overshoot under an hour.
     "enforce-raw-retention": {
         "task": "stormwatch.enforce_raw_retention",
         "schedule": timedelta(hours=1),
