@@ -16,9 +16,7 @@ class SourceInfo(BaseModel):
     exact: bool = Field(description="true for raw samples; sketches are within 1% otherwise")
 
 
-class Summary(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    group: Any = None
+class SummaryStats(BaseModel):
     samples: int = Field(description="every sample, including losses and failures")
     count: int = Field(description="samples with a value")
     failures: int
@@ -32,6 +30,11 @@ class Summary(BaseModel):
     p99_99_over_mean: float | None
     max_over_mean: float | None
     exact: bool
+
+
+class Summary(SummaryStats):
+    model_config = ConfigDict(extra="allow")
+    group: Any = None
 
 
 class SummaryResponse(BaseModel):
@@ -88,8 +91,7 @@ class DistributionResponse(BaseModel):
     tail_cdf: list[CdfPoint] | None
 
 
-class Box(BaseModel):
-    group: Any
+class BoxStats(BaseModel):
     count: int
     p5: float | None
     p25: float | None
@@ -98,6 +100,10 @@ class Box(BaseModel):
     p95: float | None
     mean: float | None
     loss_rate: float | None
+
+
+class Box(BoxStats):
+    group: Any
 
 
 class BoxplotResponse(BaseModel):
@@ -181,8 +187,128 @@ class CvRmseResponse(BaseModel):
     cv_rmse: float | None
 
 
-class AnalysisResponse(BaseModel):
-    """Analyses with kind-specific rows (storage, quorum, cycles, asymmetry, detours)."""
+class Period(BaseModel):
+    period_s: float
+    variance_share: float = Field(description="share of the detrended variance at this period")
+    amplitude: float = Field(description="amplitude of the sinusoid at this period")
 
-    model_config = ConfigDict(extra="allow")
-    source: SourceInfo | None
+
+class ProfilePoint(BaseModel):
+    offset_s: float = Field(description="offset into the strongest period")
+    mean: float
+
+
+class CyclesResponse(BaseModel):
+    source: SourceInfo
+    kind: str
+    window_s: int
+    periods: list[Period] = Field(description="strongest periods first")
+    profile: list[ProfilePoint] = Field(description="mean profile over the strongest period")
+
+
+class AsymmetryPair(BaseModel):
+    a: str
+    b: str
+    a_to_b: float | None
+    b_to_a: float | None
+    difference: float | None = Field(description="a_to_b - b_to_a")
+    ratio: float | None = Field(description="larger direction / smaller direction")
+
+
+class AsymmetryResponse(BaseModel):
+    source: SourceInfo
+    kind: str
+    level: str
+    stat: str
+    pairs: list[AsymmetryPair] = Field(description="largest ratio first")
+
+
+class Detour(BaseModel):
+    src: str
+    dst: str
+    via: str
+    direct_us: float = Field(description="p50 RTT src -> dst")
+    via_us: float = Field(description="p50 RTT src -> via plus via -> dst")
+    via_ratio: float = Field(description="via_us / direct_us")
+    peer_median_us: float | None = Field(description="median p50 RTT from src to its other "
+                                         "destinations")
+    excess: float | None = Field(description="direct_us / peer_median_us")
+
+
+class DetoursResponse(BaseModel):
+    source: SourceInfo
+    level: str
+    tolerance: float
+    min_excess: float
+    detours: list[Detour]
+
+
+class QuorumLatency(SummaryStats):
+    agent_id: str = Field(description="the sender")
+    group_name: str | None = Field(default=None, description="absent for node-to-node rows")
+    quorum: str = Field(description="Qk/n for a group, NQ for node-to-node")
+    box: BoxStats
+
+
+class QuorumCompareResponse(BaseModel):
+    source: SourceInfo
+    quorums: list[QuorumLatency] = Field(description="one row per sender and group")
+    node_to_node: list[QuorumLatency] = Field(
+        description="per sender: RTT to every other node (or the given members)")
+
+
+class StorageComparisonRow(BaseModel):
+    provider: str | None = Field(default=None, description="set when by=provider")
+    target: str | None = Field(default=None, description="target id, set when by=target")
+    op: str
+    size_bytes: int
+    samples: int
+    failures: int
+    failure_rate: float | None
+    median_latency_ms: float | None
+    median_adj_latency_ms: float | None = Field(description="median of latency minus RTT")
+    p90_latency_ms: float | None
+    median_latency_per_bit_ns: float | None
+    median_adj_latency_per_bit_ns: float | None
+
+
+class StorageComparisonResponse(BaseModel):
+    source: SourceInfo
+    by: Literal["provider", "target"]
+    rows: list[StorageComparisonRow]
+
+
+class DailyMedianDay(BaseModel):
+    day: str = Field(description="UTC date, YYYY-MM-DD")
+    samples: int
+    median_latency_ms: float | None = None
+    median_adj_latency_ms: float | None = None
+
+
+class DailyMedianSeries(BaseModel):
+    provider: str | None = Field(default=None, description="set when by=provider")
+    target: str | None = Field(default=None, description="target id, set when by=target")
+    op: str
+    size_bytes: int
+    days: list[DailyMedianDay]
+
+
+class StorageDailyMediansResponse(BaseModel):
+    source: SourceInfo | None = Field(description="absent when there is nothing to read")
+    by: Literal["provider", "target"]
+    series: list[DailyMedianSeries]
+
+
+class ReplicationRow(BaseModel):
+    op: str
+    size_bytes: int
+    copies: int = Field(description="first of this many parallel GETs")
+    count: int
+    std_ms: float | None
+    p90_ms: float | None
+    mean_ms: float | None
+
+
+class StorageReplicationResponse(BaseModel):
+    source: SourceInfo
+    rows: list[ReplicationRow]

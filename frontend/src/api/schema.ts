@@ -738,15 +738,6 @@ export interface components {
             mesh_address?: string | null;
             metadata?: components["schemas"]["AgentMetadata"] | null;
         };
-        /**
-         * AnalysisResponse
-         * @description Analyses with kind-specific rows (storage, quorum, cycles, asymmetry, detours).
-         */
-        AnalysisResponse: {
-            source: components["schemas"]["SourceInfo"] | null;
-        } & {
-            [key: string]: unknown;
-        };
         /** ApiKeyCreate */
         ApiKeyCreate: {
             /** Name */
@@ -799,10 +790,65 @@ export interface components {
             /** Revoked At */
             revoked_at: string | null;
         };
+        /** AsymmetryPair */
+        AsymmetryPair: {
+            /** A */
+            a: string;
+            /** B */
+            b: string;
+            /** A To B */
+            a_to_b: number | null;
+            /** B To A */
+            b_to_a: number | null;
+            /**
+             * Difference
+             * @description a_to_b - b_to_a
+             */
+            difference: number | null;
+            /**
+             * Ratio
+             * @description larger direction / smaller direction
+             */
+            ratio: number | null;
+        };
+        /** AsymmetryResponse */
+        AsymmetryResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Level */
+            level: string;
+            /** Stat */
+            stat: string;
+            /**
+             * Pairs
+             * @description largest ratio first
+             */
+            pairs: components["schemas"]["AsymmetryPair"][];
+        };
         /** Box */
         Box: {
+            /** Count */
+            count: number;
+            /** P5 */
+            p5: number | null;
+            /** P25 */
+            p25: number | null;
+            /** P50 */
+            p50: number | null;
+            /** P75 */
+            p75: number | null;
+            /** P95 */
+            p95: number | null;
+            /** Mean */
+            mean: number | null;
+            /** Loss Rate */
+            loss_rate: number | null;
             /** Group */
             group: unknown;
+        };
+        /** BoxStats */
+        BoxStats: {
             /** Count */
             count: number;
             /** P5 */
@@ -924,6 +970,103 @@ export interface components {
             windows: number;
             /** Cv Rmse */
             cv_rmse: number | null;
+        };
+        /** CyclesResponse */
+        CyclesResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Kind */
+            kind: string;
+            /** Window S */
+            window_s: number;
+            /**
+             * Periods
+             * @description strongest periods first
+             */
+            periods: components["schemas"]["Period"][];
+            /**
+             * Profile
+             * @description mean profile over the strongest period
+             */
+            profile: components["schemas"]["ProfilePoint"][];
+        };
+        /** DailyMedianDay */
+        DailyMedianDay: {
+            /**
+             * Day
+             * @description UTC date, YYYY-MM-DD
+             */
+            day: string;
+            /** Samples */
+            samples: number;
+            /** Median Latency Ms */
+            median_latency_ms?: number | null;
+            /** Median Adj Latency Ms */
+            median_adj_latency_ms?: number | null;
+        };
+        /** DailyMedianSeries */
+        DailyMedianSeries: {
+            /**
+             * Provider
+             * @description set when by=provider
+             */
+            provider?: string | null;
+            /**
+             * Target
+             * @description target id, set when by=target
+             */
+            target?: string | null;
+            /** Op */
+            op: string;
+            /** Size Bytes */
+            size_bytes: number;
+            /** Days */
+            days: components["schemas"]["DailyMedianDay"][];
+        };
+        /** Detour */
+        Detour: {
+            /** Src */
+            src: string;
+            /** Dst */
+            dst: string;
+            /** Via */
+            via: string;
+            /**
+             * Direct Us
+             * @description p50 RTT src -> dst
+             */
+            direct_us: number;
+            /**
+             * Via Us
+             * @description p50 RTT src -> via plus via -> dst
+             */
+            via_us: number;
+            /**
+             * Via Ratio
+             * @description via_us / direct_us
+             */
+            via_ratio: number;
+            /**
+             * Peer Median Us
+             * @description median p50 RTT from src to its other destinations
+             */
+            peer_median_us: number | null;
+            /**
+             * Excess
+             * @description direct_us / peer_median_us
+             */
+            excess: number | null;
+        };
+        /** DetoursResponse */
+        DetoursResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Level */
+            level: string;
+            /** Tolerance */
+            tolerance: number;
+            /** Min Excess */
+            min_excess: number;
+            /** Detours */
+            detours: components["schemas"]["Detour"][];
         };
         /** DistributionResponse */
         DistributionResponse: {
@@ -1299,6 +1442,104 @@ export interface components {
             rollup_retention_days?: number | null;
             mesh_settings?: components["schemas"]["MeshSettings"] | null;
         };
+        /** Period */
+        Period: {
+            /** Period S */
+            period_s: number;
+            /**
+             * Variance Share
+             * @description share of the detrended variance at this period
+             */
+            variance_share: number;
+            /**
+             * Amplitude
+             * @description amplitude of the sinusoid at this period
+             */
+            amplitude: number;
+        };
+        /** ProfilePoint */
+        ProfilePoint: {
+            /**
+             * Offset S
+             * @description offset into the strongest period
+             */
+            offset_s: number;
+            /** Mean */
+            mean: number;
+        };
+        /** QuorumCompareResponse */
+        QuorumCompareResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /**
+             * Quorums
+             * @description one row per sender and group
+             */
+            quorums: components["schemas"]["QuorumLatency"][];
+            /**
+             * Node To Node
+             * @description per sender: RTT to every other node (or the given members)
+             */
+            node_to_node: components["schemas"]["QuorumLatency"][];
+        };
+        /** QuorumLatency */
+        QuorumLatency: {
+            /**
+             * Samples
+             * @description every sample, including losses and failures
+             */
+            samples: number;
+            /**
+             * Count
+             * @description samples with a value
+             */
+            count: number;
+            /** Failures */
+            failures: number;
+            /** Loss Rate */
+            loss_rate: number | null;
+            /** Mean */
+            mean: number | null;
+            /** Std */
+            std: number | null;
+            /**
+             * Cov
+             * @description std / mean
+             */
+            cov: number | null;
+            /** Min */
+            min: number | null;
+            /** Max */
+            max: number | null;
+            /**
+             * Percentiles
+             * @description p5 ... p99_999 keyed p<pct>
+             */
+            percentiles: {
+                [key: string]: number | null;
+            };
+            /** P99 99 Over Mean */
+            p99_99_over_mean: number | null;
+            /** Max Over Mean */
+            max_over_mean: number | null;
+            /** Exact */
+            exact: boolean;
+            /**
+             * Agent Id
+             * @description the sender
+             */
+            agent_id: string;
+            /**
+             * Group Name
+             * @description absent for node-to-node rows
+             */
+            group_name?: string | null;
+            /**
+             * Quorum
+             * @description Qk/n for a group, NQ for node-to-node
+             */
+            quorum: string;
+            box: components["schemas"]["BoxStats"];
+        };
         /** Replication */
         Replication: {
             /**
@@ -1313,6 +1554,26 @@ export interface components {
             copies: number;
             /** Sizes Bytes */
             sizes_bytes?: number[] | null;
+        };
+        /** ReplicationRow */
+        ReplicationRow: {
+            /** Op */
+            op: string;
+            /** Size Bytes */
+            size_bytes: number;
+            /**
+             * Copies
+             * @description first of this many parallel GETs
+             */
+            copies: number;
+            /** Count */
+            count: number;
+            /** Std Ms */
+            std_ms: number | null;
+            /** P90 Ms */
+            p90_ms: number | null;
+            /** Mean Ms */
+            mean_ms: number | null;
         };
         /** Segment */
         Segment: {
@@ -1381,6 +1642,71 @@ export interface components {
              * @description true for raw samples; sketches are within 1% otherwise
              */
             exact: boolean;
+        };
+        /** StorageComparisonResponse */
+        StorageComparisonResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /**
+             * By
+             * @enum {string}
+             */
+            by: "provider" | "target";
+            /** Rows */
+            rows: components["schemas"]["StorageComparisonRow"][];
+        };
+        /** StorageComparisonRow */
+        StorageComparisonRow: {
+            /**
+             * Provider
+             * @description set when by=provider
+             */
+            provider?: string | null;
+            /**
+             * Target
+             * @description target id, set when by=target
+             */
+            target?: string | null;
+            /** Op */
+            op: string;
+            /** Size Bytes */
+            size_bytes: number;
+            /** Samples */
+            samples: number;
+            /** Failures */
+            failures: number;
+            /** Failure Rate */
+            failure_rate: number | null;
+            /** Median Latency Ms */
+            median_latency_ms: number | null;
+            /**
+             * Median Adj Latency Ms
+             * @description median of latency minus RTT
+             */
+            median_adj_latency_ms: number | null;
+            /** P90 Latency Ms */
+            p90_latency_ms: number | null;
+            /** Median Latency Per Bit Ns */
+            median_latency_per_bit_ns: number | null;
+            /** Median Adj Latency Per Bit Ns */
+            median_adj_latency_per_bit_ns: number | null;
+        };
+        /** StorageDailyMediansResponse */
+        StorageDailyMediansResponse: {
+            /** @description absent when there is nothing to read */
+            source: components["schemas"]["SourceInfo"] | null;
+            /**
+             * By
+             * @enum {string}
+             */
+            by: "provider" | "target";
+            /** Series */
+            series: components["schemas"]["DailyMedianSeries"][];
+        };
+        /** StorageReplicationResponse */
+        StorageReplicationResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Rows */
+            rows: components["schemas"]["ReplicationRow"][];
         };
         /** StorageTargetCreate */
         StorageTargetCreate: {
@@ -1531,8 +1857,6 @@ export interface components {
         };
         /** Summary */
         Summary: {
-            /** Group */
-            group?: unknown;
             /**
              * Samples
              * @description every sample, including losses and failures
@@ -1573,6 +1897,8 @@ export interface components {
             max_over_mean: number | null;
             /** Exact */
             exact: boolean;
+            /** Group */
+            group?: unknown;
         } & {
             [key: string]: unknown;
         };
@@ -3114,7 +3440,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
+                    "application/json": components["schemas"]["CyclesResponse"];
                 };
             };
             /** @description Validation Error */
@@ -3176,7 +3502,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
+                    "application/json": components["schemas"]["AsymmetryResponse"];
                 };
             };
             /** @description Validation Error */
@@ -3363,7 +3689,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
+                    "application/json": components["schemas"]["DetoursResponse"];
                 };
             };
             /** @description Validation Error */
@@ -3422,7 +3748,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
+                    "application/json": components["schemas"]["QuorumCompareResponse"];
                 };
             };
             /** @description Validation Error */
@@ -3481,7 +3807,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
+                    "application/json": components["schemas"]["StorageComparisonResponse"];
                 };
             };
             /** @description Validation Error */
@@ -3540,7 +3866,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
+                    "application/json": components["schemas"]["StorageDailyMediansResponse"];
                 };
             };
             /** @description Validation Error */
@@ -3598,7 +3924,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AnalysisResponse"];
+                    "application/json": components["schemas"]["StorageReplicationResponse"];
                 };
             };
             /** @description Validation Error */

@@ -13,13 +13,19 @@ from fastapi.responses import PlainTextResponse
 
 from stormwatch.api.deps import OrgPrincipalDep, SessionDep
 from stormwatch.schemas.analytics import (
-    AnalysisResponse,
+    AsymmetryResponse,
     BoxplotResponse,
     CvRmseResponse,
+    CyclesResponse,
+    DetoursResponse,
     DistributionResponse,
     HeatmapResponse,
     LevelShiftResponse,
+    QuorumCompareResponse,
     SeriesResponse,
+    StorageComparisonResponse,
+    StorageDailyMediansResponse,
+    StorageReplicationResponse,
     SummaryResponse,
     WelchResponse,
 )
@@ -217,7 +223,7 @@ async def get_level_shifts(kind: KindParam, principal: OrgPrincipalDep, session:
                                                   min_step))
 
 
-@router.get("/{kind}/cycles", response_model=AnalysisResponse,
+@router.get("/{kind}/cycles", response_model=CyclesResponse,
             summary="Cyclical patterns: strongest periods of the windowed medians")
 async def get_cycles(kind: KindParam, principal: OrgPrincipalDep, session: SessionDep,
                      f: FiltersDep, window_s: Annotated[int, Query(gt=0)] = 60,
@@ -226,7 +232,7 @@ async def get_cycles(kind: KindParam, principal: OrgPrincipalDep, session: Sessi
                                       min_period_s))
 
 
-@router.get("/{kind}/asymmetry", response_model=AnalysisResponse,
+@router.get("/{kind}/asymmetry", response_model=AsymmetryResponse,
             summary="Direction asymmetry: the statistic A->B against B->A")
 async def get_asymmetry(kind: PairKind, principal: OrgPrincipalDep, session: SessionDep,
                         f: FiltersDep, level: str = "region", stat: str = "p50") -> Any:
@@ -257,7 +263,7 @@ async def get_cv_rmse(kind: PairKind, principal: OrgPrincipalDep, session: Sessi
                                              _pair("a", a), _pair("b", b), window_s))
 
 
-@router.get("/mesh/detours", response_model=AnalysisResponse,
+@router.get("/mesh/detours", response_model=DetoursResponse,
             summary="Detours: RTT(A,C) close to RTT(A,B) + RTT(B,C) and far above its peers")
 async def get_detours(principal: OrgPrincipalDep, session: SessionDep, f: FiltersDep,
                       level: str = "region",
@@ -267,7 +273,7 @@ async def get_detours(principal: OrgPrincipalDep, session: SessionDep, f: Filter
                                        min_excess))
 
 
-@router.get("/quorum/compare", response_model=AnalysisResponse,
+@router.get("/quorum/compare", response_model=QuorumCompareResponse,
             summary="Quorum latency (Qk/n) beside node-to-node RTT from the same senders")
 async def get_quorum_compare(principal: OrgPrincipalDep, session: SessionDep, f: FiltersDep,
                              members: ListParam = None) -> Any:
@@ -275,7 +281,7 @@ async def get_quorum_compare(principal: OrgPrincipalDep, session: SessionDep, f:
                                                _uuids("members", members)))
 
 
-@router.get("/storage/comparison", response_model=AnalysisResponse,
+@router.get("/storage/comparison", response_model=StorageComparisonResponse,
             summary="Median PUT/GET by provider (or target) x op x size, raw and RTT-adjusted, "
             "failure rates and latency per bit")
 async def get_storage_comparison(principal: OrgPrincipalDep, session: SessionDep, f: FiltersDep,
@@ -283,14 +289,14 @@ async def get_storage_comparison(principal: OrgPrincipalDep, session: SessionDep
     return await _run(analyses.storage_comparison(session, principal.org_id, f, by))
 
 
-@router.get("/storage/daily-medians", response_model=AnalysisResponse,
+@router.get("/storage/daily-medians", response_model=StorageDailyMediansResponse,
             summary="Median latency of each UTC day by provider (or target) x op x size")
 async def get_storage_daily(principal: OrgPrincipalDep, session: SessionDep, f: FiltersDep,
                             by: Literal["provider", "target"] = "provider") -> Any:
     return await _run(analyses.storage_daily_medians(session, principal.org_id, f, by))
 
 
-@router.get("/storage/replication", response_model=AnalysisResponse,
+@router.get("/storage/replication", response_model=StorageReplicationResponse,
             summary="Std dev and p90 of replicated GETs by number of copies")
 async def get_storage_replication(principal: OrgPrincipalDep, session: SessionDep,
                                   f: FiltersDep) -> Any:
