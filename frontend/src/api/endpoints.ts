@@ -20,6 +20,7 @@ import type {
 } from "./models";
 import type { CdfSeries } from "../components/pair/CdfChart";
 import { formatBytes } from "../lib/format";
+import { groupsContaining } from "../lib/quorum";
 import { niceStep } from "../lib/shape";
 
 export type { Me } from "./models";
@@ -58,6 +59,7 @@ export async function listAgents(signal?: AbortSignal): Promise<AgentVM[]> {
     region: a.region || null,
     zone: a.zone || null,
     subnet: a.subnet || null,
+    mesh_address: a.mesh_address || null,
     metadata: { instance_type: a.instance_type, private_ip: a.private_ip, public_ip: a.public_ip, mesh_address: a.mesh_address, token_prefix: a.token_prefix },
   }));
 }
@@ -260,37 +262,40 @@ export interface QuorumVM {
   tail: CdfPoint[];
 }
 
-type QuorumRow = S["Summary"] & {
-  agent_id: string;
-  group_name: string;
-  quorum: string;
-};
-
-/** Quorum groups the source node reports, each with its latency summary and CDF. */
+/** Quorum groups of the source node that the destination belongs to, each with its latency summary and CDF. */
 export async function getQuorum(q: PairQuery, signal?: AbortSignal): Promise<QuorumVM[]> {
   if (q.level !== "node") return [];
   const agents = await fleet();
-  const src = idsFor(agents, "node", q.src);
-  const r = unwrap(await api.GET("/api/v1/analytics/quorum/compare", { params: { query: { ...range(q), src: list(src) } }, signal })) as unknown as { quorums?: QuorumRow[] };
-  const rows = r.quorums ?? [];
-  return Promise.all(
-    rows.map(async (row) => {
+  const [srcId] = idsFor(agents, "node", q.src);
+  const [dstId] = idsFor(agents, "node", q.dst);
+  if (!srcId || !dstId) return [];
+  const r = unwrap(await api.GET("/api/v1/analytics/quorum/compare", { params: { query: { ...range(q), src: [srcId] } }, signal }));
+  const parsed = r.quorums
+    .filter((row) => row.agent_id === srcId && row.group_name)
+    .map((row) => {
       const [k, n] = row.quorum.replace("Q", "").split("/").map(Number);
-      const d = unwrap(
-        await api.GET("/api/v1/analytics/{kind}/distribution", {
-          params: { path: { kind: "quorum" }, query: { ...range(q), src: [row.agent_id], group_name: [row.group_name], bucket_width: 1000, tail_fraction: 0.05 } },
-          signal,
-        }),
-      );
-      return {
-        name: row.group_name,
-        k: k ?? 0,
-        n: n ?? 0,
-        summary: toSummary(row),
-        cdf: d.cdf.map((p) => ({ x_us: p.value, p: p.fraction })),
-        tail: (d.tail_cdf ?? []).map((p) => ({ x_us: p.value, p: p.fraction })),
-      };
-    }),
+      return { row, name: row.group_name!, k: k ?? 0, n: n ?? 0 };
+    });
+  const member = groupsContaining(srcId, dstId, agents, new Map(parsed.map((p) => [p.name, p.n])));
+  return Promise.all(
+    parsed
+      .filter((p) => member.has(p.name))
+      .map(async ({ row, name, k, n }) => {
+        const d = unwrap(
+          await api.GET("/api/v1/analytics/{kind}/distribution", {
+            params: { path: { kind: "quorum" }, query: { ...range(q), src: [srcId], group_name: [name], bucket_width: 1000, tail_fraction: 0.05 } },
+            signal,
+          }),
+        );
+        return {
+          name,
+          k,
+          n,
+          summary: toSummary(row),
+          cdf: d.cdf.map((p) => ({ x_us: p.value, p: p.fraction })),
+          tail: (d.tail_cdf ?? []).map((p) => ({ x_us: p.value, p: p.fraction })),
+        };
+      }),
   );
 }
 
@@ -332,19 +337,6 @@ export async function getPairLines(q: RangeQuery & { topologyClass: string; wind
 
 // ---- storage ----
 
-interface ComparisonRow {
-  provider: string;
-  op: string;
-  size_bytes: number;
-  samples: number;
-  failures: number;
-  failure_rate: number | null;
-  median_latency_ms: number | null;
-  median_adj_latency_ms: number | null;
-  p90_latency_ms: number | null;
-  median_adj_latency_per_bit_ns: number | null;
-}
-
 const msToUs = (v: number | null | undefined) => (v === null || v === undefined ? null : v * 1000);
 
 export async function getStorageComparison(q: RangeQuery, signal?: AbortSignal): Promise<StorageRow[]> {
@@ -352,15 +344,15 @@ export async function getStorageComparison(q: RangeQuery, signal?: AbortSignal):
   const answers = await Promise.all(
     variants.map((variant) =>
       api
-        .GET("/api/v1/analytics/storage/comparison", { params: { query: { ...range(q), variant: [variant], op: ["put,get"] } }, signal })
+        .GET("/api/v1/analytics/storage/comparison", { params: { query: { ...range(q), variant: [variant], op: ["put,get"], by: "provider" } }, signal })
         .then(unwrap)
-        .then((r) => ({ variant, rows: ((r as unknown as { rows?: ComparisonRow[] }).rows ?? []) })),
+        .then((r) => ({ variant, rows: r.rows })),
     ),
   );
   return answers.flatMap(({ variant, rows }) =>
     rows.map((r) => ({
-      provider: r.provider,
-      target: r.provider,
+      provider: r.provider ?? "?",
+      target: r.provider ?? "?",
       op: r.op,
       variant,
       size_bytes: r.size_bytes,
@@ -369,7 +361,8 @@ export async function getStorageComparison(q: RangeQuery, signal?: AbortSignal):
       p50_us: msToUs(r.median_latency_ms),
       p50_adjusted_us: msToUs(r.median_adj_latency_ms),
       p90_us: msToUs(r.p90_latency_ms),
-      per_bit_us: r.median_adj_latency_per_bit_ns === null ? null : r.median_adj_latency_per_bit_ns / 1000,
+      per_bit_ns: r.median_latency_per_bit_ns,
+      per_bit_adjusted_ns: r.median_adj_latency_per_bit_ns,
     })),
   );
 }
@@ -414,34 +407,19 @@ export async function getStorageCdf(q: RangeQuery & { op: string; sizeBytes: num
   return storageCdfs(q, { op: q.op, size_bytes: q.sizeBytes, variant: "plain", adjusted: q.adjusted }, signal);
 }
 
-interface DailySeries {
-  provider: string;
-  op: string;
-  size_bytes: number;
-  days: { day: string; median_latency_ms?: number | null; median_adj_latency_ms?: number | null }[];
-}
-
 export async function getDailyMedians(q: RangeQuery & { op: string; sizeBytes: number; adjusted?: boolean }, signal?: AbortSignal): Promise<DailyMedian[]> {
   const r = unwrap(
     await api.GET("/api/v1/analytics/storage/daily-medians", {
-      params: { query: { ...range(q), op: [q.op], size_bytes: [String(q.sizeBytes)], variant: ["plain"] } },
+      params: { query: { ...range(q), op: [q.op], size_bytes: [String(q.sizeBytes)], variant: ["plain"], by: "provider" } },
       signal,
     }),
-  ) as unknown as { series?: DailySeries[] };
-  return (r.series ?? []).flatMap((s) => s.days.map((d) => ({ day: d.day, provider: s.provider, p50_us: msToUs(q.adjusted ? d.median_adj_latency_ms : d.median_latency_ms) })));
-}
-
-interface ReplicationRow {
-  op: string;
-  size_bytes: number;
-  copies: number;
-  std_ms: number | null;
-  p90_ms: number | null;
+  );
+  return r.series.flatMap((s) => s.days.map((d) => ({ day: d.day, provider: s.provider ?? "?", p50_us: msToUs(q.adjusted ? d.median_adj_latency_ms : d.median_latency_ms) })));
 }
 
 export async function getReplication(q: RangeQuery, signal?: AbortSignal): Promise<XYRow[]> {
-  const r = unwrap(await api.GET("/api/v1/analytics/storage/replication", { params: { query: range(q) }, signal })) as unknown as { rows?: ReplicationRow[] };
-  return (r.rows ?? []).flatMap((row) => {
+  const r = unwrap(await api.GET("/api/v1/analytics/storage/replication", { params: { query: range(q) }, signal }));
+  return r.rows.flatMap((row) => {
     const label = `${row.op} ${formatBytes(row.size_bytes)}`;
     return [
       { series: `${label} std dev`, x: row.copies, y: msToUs(row.std_ms) },

@@ -89,6 +89,8 @@ export interface AgentVM {
   region: string | null;
   zone: string | null;
   subnet: string | null;
+  /** where peers reach its echo server; agents without one take no part in the mesh */
+  mesh_address: string | null;
   metadata: Record<string, unknown>;
 }
 
@@ -111,8 +113,9 @@ export interface StorageRow {
   p50_us: number | null;
   p50_adjusted_us: number | null;
   p90_us: number | null;
-  /** microseconds per bit of the RTT-adjusted median (seed 000 Fig. 4) */
-  per_bit_us: number | null;
+  /** nanoseconds per bit of the raw and of the RTT-adjusted median (seed 000 Figs. 3-4) */
+  per_bit_ns: number | null;
+  per_bit_adjusted_ns: number | null;
 }
 
 export interface DailyMedian {

@@ -42,6 +42,15 @@ export const STAT_LABELS: Record<HeatStat, string> = {
   p50: "p50",
   p99: "p99",
   p99_99: "p99.99",
-  jitter: "jitter",
+  jitter: "jitter (σ)",
   loss: "loss",
+};
+
+/** What each statistic is, for tooltips and the legend; jitter is the standard deviation, not RFC 3550 jitter. */
+export const STAT_HELP: Record<HeatStat, string> = {
+  p50: "median RTT over the range",
+  p99: "99th percentile of RTT over the range",
+  p99_99: "99.99th percentile of RTT over the range",
+  jitter: "jitter (σ): the standard deviation of RTT over the range, like ping's mdev (not the RFC 3550 inter-arrival jitter)",
+  loss: "share of probes without a reply within the timeout",
 };

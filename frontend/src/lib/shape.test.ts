@@ -16,7 +16,12 @@ describe("timeline shaping", () => {
     ]);
     expect(rows.map((r) => r.level)).toEqual([100, 100, 150, 150]);
     expect(rows[0]!.band).toEqual([100, 200]);
+    expect(rows[1]!.tailBand).toEqual([201, 300]);
     expect(rows.map((r) => r.lossMark)).toEqual([null, null, 0.97, null]);
+  });
+  it("leaves a band open where a percentile is missing", () => {
+    const rows = timelineRows([{ t: 0, p50: 100, p99: null, p9999: 300, count: 1, loss: null }], []);
+    expect([rows[0]!.band, rows[0]!.tailBand]).toEqual([null, null]);
   });
 });
 
@@ -137,7 +142,8 @@ describe("storage tables", () => {
     p50_us: p50,
     p50_adjusted_us: p50 - 100,
     p90_us: null,
-    per_bit_us: null,
+    per_bit_ns: null,
+    per_bit_adjusted_ns: null,
   });
   const rows = [row("s3", "put", "plain", 1024, 1000, 1), row("azure", "put", "plain", 1024, 2000), row("s3", "put", "gzip9", 1024, 900), row("s3", "get", "plain", 1024, 500, 2)];
   it("pivots medians into a size × provider table, raw or RTT-adjusted", () => {

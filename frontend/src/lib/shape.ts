@@ -2,12 +2,14 @@
 import type { BoxVM, CdfPoint, HistBin, LevelSegment, TimelinePoint } from "../api/models";
 
 export interface TimelineRow extends TimelinePoint {
+  /** p50–p99 and p99–p99.99 bands */
   band: [number, number] | null;
+  tailBand: [number, number] | null;
   level: number | null;
   lossMark: number | null;
 }
 
-/** Attach the band, the level of the segment covering each window, and loss marks. */
+/** Attach the percentile bands, the level of the segment covering each window, and loss marks. */
 export function timelineRows(points: TimelinePoint[], segments: LevelSegment[]): TimelineRow[] {
   const segs = [...segments].sort((a, b) => a.startMs - b.startMs);
   let si = 0;
@@ -20,6 +22,7 @@ export function timelineRows(points: TimelinePoint[], segments: LevelSegment[]):
       return {
         ...p,
         band: p.p50 !== null && p.p99 !== null ? [p.p50, p.p99] : null,
+        tailBand: p.p99 !== null && p.p9999 !== null ? [p.p99, p.p9999] : null,
         level,
         lossMark: p.loss !== null && p.loss > 0 ? 0.97 : null,
       };

@@ -3,7 +3,7 @@ import type { HeatStat, Level } from "../api/models";
 import { Heatmap } from "../components/heatmap/Heatmap";
 import { Async, Card } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
-import { STAT_LABELS } from "../lib/heatmap";
+import { STAT_HELP, STAT_LABELS } from "../lib/heatmap";
 import { linkTo, navigate, useParams } from "../lib/router";
 import { useAsync } from "../lib/useAsync";
 
@@ -41,7 +41,7 @@ export default function Overview() {
             </span>
             <span className="group" role="group" aria-label="Statistic">
               {STATS.map((s) => (
-                <button key={s} type="button" aria-pressed={s === stat} onClick={() => set({ stat: s })}>
+                <button key={s} type="button" aria-pressed={s === stat} title={STAT_HELP[s]} onClick={() => set({ stat: s })}>
                   {STAT_LABELS[s]}
                 </button>
               ))}

@@ -145,7 +145,7 @@ export default function Pair() {
             </a>
           ) : undefined
         }
-        note={`${windowS >= 60 ? `${windowS / 60} min` : `${windowS} s`} windows; percentile band p50–p99; steps = level shifts; ▲ = windows with loss`}>
+        note={`${windowS >= 60 ? `${windowS / 60} min` : `${windowS} s`} windows; percentile bands p50–p99 and p99–p99.99; steps = level shifts; ▲ = windows with loss`}>
         <Async state={timeline} isEmpty={(d) => d.length === 0}>
           {(points) => <Timeline points={points} segments={shifts.data ?? []} log={log} />}
         </Async>
@@ -197,9 +197,9 @@ export default function Pair() {
         </Card>
       </div>
 
-      {level === "node" && (
-        <Card title="Quorum latency" note="k-th fastest reply per round among the group (seed 003 §4.3.5), next to this pair">
-          <Async state={quorum} isEmpty={(d) => d.length === 0} empty="This node belongs to no quorum group.">
+      {level === "node" && (quorum.error || (quorum.data && quorum.data.length > 0)) && (
+        <Card title="Quorum latency" note={`k-th fastest reply per round among ${srcLabel}'s groups that include ${dstLabel} (seed 003 §4.3.5), next to this pair`}>
+          <Async state={quorum}>
             {(groups) => (
               <div className="stack">
                 {groups.map((g) => (

@@ -111,9 +111,13 @@ export default function Storage() {
                   return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xTicks={sizes} xFormat={(v) => formatBytes(v)} yFormat={axisUs} />;
                 })()}
               </Card>
-              <Card title="Latency per bit" note="ns per bit: RTT-adjusted median / object bits (seed 000 Figs. 3–4)">
+              <Card
+                title={`${op.toUpperCase()} latency per bit${adjusted ? " (RTT-adjusted)" : ""}`}
+                note={`ns per bit: ${adjusted ? "RTT-adjusted" : "raw"} median / object bits (seed 000 Figs. 3–4)`}
+                label="Latency per bit"
+              >
                 {(() => {
-                  const c = sizeCurves(rows, op, "plain", (r) => (r.per_bit_us === null ? null : r.per_bit_us * 1000));
+                  const c = sizeCurves(rows, op, "plain", (r) => (adjusted ? r.per_bit_adjusted_ns : r.per_bit_ns));
                   return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xTicks={sizes} xFormat={(v) => formatBytes(v)} yFormat={formatNsPerBit} />;
                 })()}
               </Card>

@@ -2,7 +2,7 @@ import { useState } from "react";
 import type { HeatmapVM } from "../../api/models";
 import { rampColor, rampGradient, rampTextColor } from "../../lib/color";
 import { formatCount } from "../../lib/format";
-import { STAT_LABELS, buildGrid, cellPosition, formatStat } from "../../lib/heatmap";
+import { STAT_HELP, STAT_LABELS, buildGrid, cellPosition, formatStat } from "../../lib/heatmap";
 
 /** src × dst grid (rows send, columns answer); every cell is a button that opens the pair. */
 export function Heatmap({ vm, onOpen }: { vm: HeatmapVM; onOpen: (src: string, dst: string) => void }) {
@@ -70,6 +70,7 @@ export function Heatmap({ vm, onOpen }: { vm: HeatmapVM; onOpen: (src: string, d
         <span className="bar" style={{ background: rampGradient() }} />
         <span>{formatStat(vm.stat, g.hi)}</span>
         <span>({g.log ? "log scale" : "linear scale"})</span>
+        {vm.stat === "jitter" && <span className="muted">{STAT_HELP.jitter}</span>}
       </div>
       <div className="hover-info" aria-live="polite">
         {hover || "Hover or focus a cell for its value; click it to open the pair."}

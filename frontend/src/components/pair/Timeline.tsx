@@ -5,7 +5,10 @@ import { logTicks, positiveExtent, timelineRows } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
 
-/** RTT in windows: band p50–p99, lines p50/p99/p99.99, level shifts as steps, losses as marks. */
+// Bands between the lines they join, then the marks (the legend's default is alphabetical).
+const LEGEND_ORDER = ["p50", "p50–p99", "p99", "p99–p99.99", "p99.99", "level (change points)", "loss"];
+
+/** RTT in windows: bands p50–p99 and p99–p99.99 with their edges drawn, level shifts as steps, losses as marks. */
 export function Timeline({ points, segments, log }: { points: TimelinePoint[]; segments: LevelSegment[]; log: boolean }) {
   const { palette } = useTheme();
   const rows = timelineRows(points, segments);
@@ -49,11 +52,12 @@ export function Timeline({ points, segments, log }: { points: TimelinePoint[]; s
             );
           }}
         />
-        <Legend />
-        <Area yAxisId="rtt" dataKey="band" name="p50–p99" stroke="none" fill={c99} fillOpacity={0.18} isAnimationActive={false} connectNulls={false} />
+        <Legend itemSorter={(item) => LEGEND_ORDER.indexOf(String(item.value))} />
+        <Area yAxisId="rtt" dataKey="band" name="p50–p99" stroke="none" fill={c99} fillOpacity={0.22} isAnimationActive={false} connectNulls={false} />
+        <Area yAxisId="rtt" dataKey="tailBand" name="p99–p99.99" stroke="none" fill={c9999} fillOpacity={0.14} isAnimationActive={false} connectNulls={false} />
         <Line yAxisId="rtt" dataKey="p50" name="p50" stroke={c50} dot={false} strokeWidth={1.5} isAnimationActive={false} connectNulls={false} />
         <Line yAxisId="rtt" dataKey="p99" name="p99" stroke={c99} dot={false} strokeWidth={1} isAnimationActive={false} connectNulls={false} />
-        <Line yAxisId="rtt" dataKey="p9999" name="p99.99" stroke={c9999} dot={false} strokeWidth={1} strokeDasharray="4 2" isAnimationActive={false} connectNulls={false} />
+        <Line yAxisId="rtt" dataKey="p9999" name="p99.99" stroke={c9999} dot={false} strokeWidth={1} isAnimationActive={false} connectNulls={false} />
         {segments.length > 0 && (
           <Line yAxisId="rtt" dataKey="level" name="level (change points)" type="stepAfter" stroke={cLevel} strokeWidth={2} dot={false} isAnimationActive={false} connectNulls />
         )}
