@@ -12,6 +12,7 @@ import { FRONTEND, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
 const WAIT = 30_000;
+const ROUND_MS = 2_000;
 
 let stack;
 let browser;
@@ -19,10 +20,38 @@ let page;
 let agents;
 let base;
 let targets = [];
+let jitterLabel = "";
 
 async function shot(name) {
   await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 }
+
+/** Polls `probe` until it returns a truthy value or the deadline passes (then fails with `what`). */
+async function until(what, probe, timeoutMs = WAIT) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    last = await probe();
+    if (last) return last;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await page.waitForTimeout(100);
+  }
+}
+
+/** Resolves after React has committed what the last finished response set (two frames). */
+function frames() {
+  return page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(undefined)))));
+}
+
+/** Microseconds from a formatted duration ("412 us", "1.5 ms", "2.5 s"). */
+function parseUs(text) {
+  const m = /([\d.]+)\s*(us|ms|s)\b/.exec(text);
+  assert.ok(m, `a duration in "${text}"`);
+  return Number(m[1]) * { us: 1, ms: 1_000, s: 1_000_000 }[m[2]];
+}
+
+const card = (name) => page.getByRole("region", { name, exact: true });
+const summaryCount = async () => Number((await page.getByRole("table", { name: "Summary statistics" }).first().getByRole("cell").first().innerText()).replace(/,/g, ""));
 
 /** A test that leaves a "fail-..." screenshot of the page when it fails. */
 function step(name, fn) {
@@ -47,7 +76,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     base = stack.info.url;
     agents = await enroll(base, stack.info.enrollment_token, smallFleet());
     const now = Date.now();
-    await seedMesh(base, agents, now - 3 * 3600_000, now - 5_000, 2_000, {
+    await seedMesh(base, agents, now - 3 * 3600_000, now - 5_000, ROUND_MS, {
       shiftPair: ["aws-use1-a-1", "aws-euw1-a-1"],
       payloads: [64, 1024, 8192],
     });
@@ -56,9 +85,11 @@ describe("dashboard", { timeout: 600_000 }, () => {
       { name: "azure-eastus", provider: "azure" },
       { name: "gcs-us-east4", provider: "gcs" },
     ]);
-    await seedStorage(base, agents[0], targets, now - 7 * 86_400_000, now - 60_000, 3 * 3600_000);
+    assert.equal(targets.length, 3, "three storage targets created through the API");
+    const stored = await seedStorage(base, agents[0], targets, now - 7 * 86_400_000, now - 60_000, 3 * 3600_000);
+    assert.ok(stored > 0, "storage samples ingested");
     await backfillRollups(stack.info, now - 3 * 3600_000, now, ["mesh", "quorum"]);
-    if (targets.length) await backfillRollups(stack.info, now - 7 * 86_400_000, now, ["storage"]);
+    await backfillRollups(stack.info, now - 7 * 86_400_000, now, ["storage"]);
     browser = await launch();
     page = browser.context.pages()[0] ?? (await browser.context.newPage());
     page.setDefaultTimeout(WAIT);
@@ -106,66 +137,128 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await shot("03-overview-nodes-p9999");
   });
 
-  step("a click on a cell opens the pair with timeline, histogram, CDF and quorum", async () => {
-    await page.getByRole("button", { name: "p50" }).click();
+  step("the jitter heatmap says it shows the standard deviation of RTT", async () => {
+    const jitter = page.getByRole("button", { name: "jitter (σ)" });
+    assert.match((await jitter.getAttribute("title")) ?? "", /standard deviation of RTT/);
+    await jitter.click();
+    await page.waitForURL(/stat=jitter/);
+    const table = page.getByRole("table", { name: "jitter (σ) heatmap by node" });
+    const cell = table.getByRole("button", { name: /^aws-use1-a-1 → aws-euw1-a-1: jitter \(σ\) \d/ });
+    await cell.waitFor();
+    // The pair view checks this value against the pair's standard deviation.
+    jitterLabel = (await cell.getAttribute("aria-label")) ?? "";
+    assert.ok(parseUs(jitterLabel.split("jitter (σ)")[1] ?? "") > 0, `a σ value in "${jitterLabel}"`);
+    await page.getByLabel("Colour legend").getByText(/standard deviation of RTT over the range, like ping's mdev/).waitFor();
+    await shot("04-overview-nodes-jitter");
+  });
+
+  step("a click on a cell opens the pair with banded timeline, losses, steps, histogram and CDF", async () => {
+    await page.getByRole("button", { name: "p50", exact: true }).click();
+    await page.waitForURL(/stat=p50/);
+    const quorumAnswer = page.waitForResponse((r) => r.url().includes("/analytics/quorum/compare"));
     const cell = page.getByRole("table", { name: /heatmap by node/ }).getByRole("button", { name: /^aws-use1-a-1 → aws-euw1-a-1:/ });
     await cell.click();
     await page.waitForURL(/\/pair\?/);
     await page.getByRole("heading", { name: /aws-use1-a-1 → aws-euw1-a-1/ }).waitFor();
-    await page.getByRole("table", { name: "Summary statistics" }).first().waitFor();
-    await page.locator("section[aria-label='RTT timeline'] .recharts-line").first().waitFor();
-    await page.locator("section[aria-label='Histogram'] .recharts-bar-rectangle").first().waitFor();
-    await page.locator("section[aria-label='CDF'] .recharts-line").first().waitFor();
-    await page.getByText(/level shift/).first().waitFor();
-    await page.getByRole("heading", { name: /zone-majority/ }).waitFor();
-    await shot("04-pair-node");
+    const summary = page.getByRole("table", { name: "Summary statistics" }).first();
+    await summary.waitFor();
+    // The heatmap's "jitter (σ)" is this pair's standard deviation of RTT over the same range.
+    const stdUs = parseUs(await summary.getByRole("cell").nth(3).innerText());
+    const sigmaUs = parseUs(jitterLabel.split("jitter (σ)")[1] ?? "");
+    assert.ok(Math.abs(stdUs - sigmaUs) <= 0.02 * stdUs, `heatmap σ ${sigmaUs} us matches the pair's std dev ${stdUs} us`);
+    const timeline = card("RTT timeline");
+    await timeline.locator(".recharts-line").first().waitFor();
+    // Both percentile bands are drawn and named in the legend.
+    await until("two percentile bands", async () => (await timeline.locator(".recharts-area-area").count()) >= 2);
+    for (const name of ["p50–p99", "p99–p99.99", "p50", "p99", "p99.99", "level (change points)", "loss"]) {
+      await timeline.getByText(name, { exact: true }).first().waitFor();
+    }
+    // Losses (0.2% of probes) are marked in some windows; the level shift is a step.
+    assert.ok((await timeline.locator(".recharts-scatter-symbol").count()) > 0, "loss marks drawn");
+    await page.getByText(/level shifts?:/).first().waitFor();
+    await card("Histogram").locator(".recharts-bar-rectangle").first().waitFor();
+    await card("CDF").locator(".recharts-line").first().waitFor();
+    // aws-euw1-a-1 is in none of aws-use1-a-1's quorum groups (its zone and region are us-east-1a).
+    await (await quorumAnswer).finished();
+    await frames();
+    assert.equal(await card("Quorum latency").count(), 0, "no quorum card for a pair outside the source's groups");
+    await shot("05-pair-node");
     await page.getByRole("button", { name: "Tail zoom (top 5%)" }).click();
     await page.waitForURL(/tail=1/);
-    await shot("05-pair-tail-zoom");
+    await card("CDF").getByText("slowest 5%: P(RTT > x), log–log").waitFor();
+    await shot("06-pair-tail-zoom");
   });
 
   step("changing the range updates the URL and the view", async () => {
-    const before = await page.getByRole("table", { name: "Summary statistics" }).first().locator("tbody td").first().innerText();
+    const before = await summaryCount();
     await page.getByRole("button", { name: "15 min" }).click();
     await page.waitForURL(/range=15m/);
-    await page.waitForFunction(
-      (prev) => {
-        const td = document.querySelector("table[aria-label='Summary statistics'] tbody td");
-        return td && td.textContent !== prev;
-      },
-      before,
-      { timeout: WAIT },
-    );
-    const after = await page.getByRole("table", { name: "Summary statistics" }).first().locator("tbody td").first().innerText();
-    assert.notEqual(after, before, "sample count changes with the range");
+    const after = await until("the 15-minute sample count", async () => {
+      const n = await summaryCount().catch(() => NaN);
+      return Number.isFinite(n) && n !== before ? n : 0;
+    });
+    // One probe every 2 s: at most 450 in 15 minutes (the seeded data ends when seeding did).
+    assert.ok(after > 0 && after <= (15 * 60_000) / ROUND_MS + 1 && after < before, `at most 450 samples in 15 min, got ${after} (6 h gave ${before})`);
     // The URL alone reproduces the view.
     const url = page.url();
     await page.goto(url);
     await page.getByRole("heading", { name: /aws-use1-a-1 → aws-euw1-a-1/ }).waitFor();
     assert.equal(await page.getByRole("button", { name: "15 min" }).getAttribute("aria-pressed"), "true");
     await page.getByRole("table", { name: "Summary statistics" }).first().waitFor();
-    await page.locator("section[aria-label='RTT timeline'] .recharts-line").first().waitFor();
-    await page.locator("section[aria-label='Histogram'] .recharts-bar-rectangle").first().waitFor();
-    await page.locator("section[aria-label='CDF'] .recharts-line").first().waitFor();
-    await shot("06-pair-range-15m");
+    await card("RTT timeline").locator(".recharts-line").first().waitFor();
+    await card("Histogram").locator(".recharts-bar-rectangle").first().waitFor();
+    await card("CDF").locator(".recharts-line").first().waitFor();
+    await shot("07-pair-range-15m");
+  });
+
+  step("a custom absolute range shows exactly that window", async () => {
+    const from = new Date(Math.floor((Date.now() - 100 * 60_000) / 60_000) * 60_000);
+    const to = new Date(from.getTime() + 30 * 60_000);
+    await page.getByRole("button", { name: "Custom" }).click();
+    await page.getByLabel("From (UTC)").fill(from.toISOString().slice(0, 16));
+    await page.getByLabel("To (UTC)").fill(to.toISOString().slice(0, 16));
+    await page.getByRole("button", { name: "Apply" }).click();
+    await page.waitForURL(/range=custom/);
+    const params = new URL(page.url()).searchParams;
+    assert.equal(params.get("from"), from.toISOString());
+    assert.equal(params.get("to"), to.toISOString());
+    await card("Summary").getByText(`${from.toISOString().slice(0, 16)} → ${to.toISOString().slice(0, 16)}`).waitFor();
+    // One probe every 2 s: 900 in the 30 minutes, whatever the time now.
+    const n = await until("the custom-range sample count", async () => {
+      const v = await summaryCount().catch(() => NaN);
+      return Math.abs(v - 900) <= 1 ? v : 0;
+    });
+    assert.ok(Math.abs(n - 900) <= 1, `900 samples in the custom 30 min, got ${n}`);
+    await card("RTT timeline").locator(".recharts-line").first().waitFor();
+    await shot("08-pair-custom-range");
+  });
+
+  step("the quorum card appears for a pair inside one of the source's quorum groups", async () => {
+    await page.goto(`${base}/overview?range=1h&level=node&stat=p50`);
+    await page.getByRole("table", { name: /heatmap by node/ }).getByRole("button", { name: /^aws-use1-a-1 → aws-use1-a-2:/ }).click();
+    await page.waitForURL(/\/pair\?/);
+    await page.getByRole("heading", { name: /aws-use1-a-1 → aws-use1-a-2/ }).waitFor();
+    const quorum = card("Quorum latency");
+    await quorum.getByRole("heading", { name: "zone-majority (Q2/2)" }).waitFor();
+    // Only the group holding the destination: aws-use1-a-1 has no region-majority (one zone).
+    assert.equal(await quorum.getByRole("heading", { level: 3 }).count(), 1);
+    await quorum.getByRole("table", { name: "Summary statistics" }).waitFor();
+    await quorum.locator(".recharts-line").first().waitFor();
+    await shot("09-pair-quorum");
   });
 
   step("distributions show box plots per topology class and payload size", async () => {
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Distributions" }).click();
     await page.getByRole("heading", { name: "Distributions" }).waitFor();
-    await page.locator("section[aria-label='RTT by topology class'] .recharts-bar-rectangle").first().waitFor();
-    await page.locator("section[aria-label='Payload size'] .recharts-bar-rectangle").first().waitFor();
-    await page.locator("section[aria-label='Node pairs over time'] .recharts-line").first().waitFor();
-    const ticks = await page.locator("section[aria-label='RTT by topology class'] svg text").allTextContents();
-    for (const c of ["self", "same subnet", "cross subnet", "cross AZ", "cross region"]) assert.ok(ticks.join("|").includes(c), `class ${c} among ${ticks}`);
-    await shot("07-distributions");
+    await card("RTT by topology class").locator(".recharts-bar-rectangle").first().waitFor();
+    await card("Payload size").locator(".recharts-bar-rectangle").first().waitFor();
+    await card("Node pairs over time").locator(".recharts-line").first().waitFor();
+    const ticks = (await card("RTT by topology class").locator("svg text").allTextContents()).join("|");
+    for (const c of ["self", "same subnet", "cross subnet", "cross AZ", "cross region"]) assert.ok(ticks.includes(c), `class ${c} among ${ticks}`);
+    await shot("10-distributions");
   });
 
-  step("storage compares providers by object size, raw and RTT-adjusted", async (t) => {
-    if (targets.length === 0) {
-      t.skip("this backend has no storage-target resource, so no storage samples can be ingested");
-      return;
-    }
+  step("storage compares providers by object size, raw and RTT-adjusted, with its variants", async () => {
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Storage" }).click();
     await page.getByRole("button", { name: "7 d" }).click();
     const put = page.getByRole("table", { name: "Median PUT latency by provider and object size" });
@@ -173,16 +266,67 @@ describe("dashboard", { timeout: 600_000 }, () => {
     for (const p of ["s3", "azure", "gcs"]) await put.getByRole("columnheader", { name: p }).waitFor();
     await put.getByRole("cell", { name: "10 MB" }).waitFor();
     await page.getByRole("table", { name: "Median GET latency by provider and object size" }).waitFor();
-    await page.locator("section[aria-label='PUT CDF'] .recharts-line").first().waitFor();
-    await page.locator("section[aria-label='Daily medians'] .recharts-line").first().waitFor();
-    await shot("08-storage-raw");
-    const rawCell = await put.locator("tbody tr").first().locator("td").nth(1).innerText();
+    await card("PUT CDF").locator(".recharts-line").first().waitFor();
+    await card("Daily medians").locator(".recharts-line").first().waitFor();
+    const perBit = card("Latency per bit");
+    await perBit.locator(".recharts-line").first().waitFor();
+    await perBit.getByText("ns per bit: raw median / object bits", { exact: false }).waitFor();
+    const perBitRaw = await perBit.locator(".recharts-line-curve").first().getAttribute("d");
+
+    // Compression: plain beside gzip-9 for every provider and size.
+    const gzip = page.getByRole("table", { name: "Compression variant" });
+    await gzip.getByRole("columnheader", { name: "gzip-9" }).waitFor();
+    assert.equal(await gzip.getByRole("row").count(), 1 + 3 * 5, "a row per provider and size");
+    // Replication: std dev and p90 by copies; consistency: read-after-write CDFs; concurrency: throughput by level.
+    const repl = card("Replication");
+    await repl.locator(".recharts-line").first().waitFor();
+    assert.ok((await repl.locator(".recharts-line").count()) >= 2, "std dev and p90 curves");
+    for (const k of [1, 2, 3]) await repl.getByText(`${k} copies`, { exact: true }).first().waitFor();
+    const cons = card("Time to consistency");
+    await cons.locator(".recharts-line").first().waitFor();
+    for (const p of ["s3", "azure", "gcs"]) await cons.getByText(`${p} read-after-write`, { exact: true }).waitFor();
+    const conc = card("Concurrency scaling");
+    await conc.locator(".recharts-line").first().waitFor();
+    assert.equal(await conc.locator(".recharts-line").count(), 3, "one throughput curve per provider");
+    const concTicks = (await conc.locator("svg text").allTextContents()).map((t) => t.trim());
+    for (const c of ["1", "2", "4", "8", "16", "32"]) assert.ok(concTicks.includes(c), `concurrency ${c} among the ticks ${concTicks}`);
+    await shot("11-storage-raw");
+
+    const firstCell = () => put.getByRole("row").nth(1).getByRole("cell").nth(1).innerText();
+    const rawCell = await firstCell();
     await page.getByRole("button", { name: "RTT-adjusted" }).click();
     await page.waitForURL(/adjust=rtt/);
-    await page.getByRole("table", { name: "Median PUT latency by provider and object size" }).waitFor();
-    const adjCell = await page.getByRole("table", { name: "Median PUT latency by provider and object size" }).locator("tbody tr").first().locator("td").nth(1).innerText();
-    assert.notEqual(adjCell, rawCell, "RTT adjustment changes the medians");
-    await shot("09-storage-adjusted");
+    const adjCell = await until("RTT-adjusted medians", async () => {
+      const v = await firstCell();
+      return v !== rawCell ? v : "";
+    });
+    assert.ok(parseUs(adjCell) < parseUs(rawCell), `the adjusted median ${adjCell} is below the raw ${rawCell}`);
+    await perBit.getByText("ns per bit: RTT-adjusted median / object bits", { exact: false }).waitFor();
+    await until("the per-bit curve to follow the toggle", async () => (await perBit.locator(".recharts-line-curve").first().getAttribute("d")) !== perBitRaw);
+    await shot("12-storage-adjusted");
+  });
+
+  step("auto-refresh fetches again after the interval, over the slid range", async () => {
+    const first = page.waitForRequest((r) => r.url().includes("/analytics/mesh/heatmap"));
+    await page.goto(`${base}/overview?range=1h&level=region&stat=p50`);
+    const firstEnd = Date.parse(new URL((await first).url()).searchParams.get("end") ?? "");
+    await page.getByRole("table", { name: /heatmap by region/ }).getByRole("button").first().waitFor();
+    const refreshed = page.waitForRequest((r) => r.url().includes("/analytics/mesh/heatmap"), { timeout: 25_000 });
+    const t0 = Date.now();
+    await page.getByLabel("Auto-refresh").selectOption("10s");
+    await page.waitForURL(/refresh=10s/);
+    const req = await refreshed;
+    const elapsed = Date.now() - t0;
+    assert.ok(elapsed >= 9_000, `the next request waits for the 10 s interval, came after ${elapsed} ms`);
+    const end = Date.parse(new URL(req.url()).searchParams.get("end") ?? "");
+    assert.ok(end - firstEnd >= 9_000, `the refreshed request's range ends later (${end - firstEnd} ms)`);
+    const res = await req.response();
+    assert.equal(res?.status(), 200);
+    await res?.finished();
+    await frames();
+    await page.getByRole("table", { name: /heatmap by region/ }).getByRole("button", { name: /^us-east-1 → eu-west-1: p50 / }).waitFor();
+    await shot("13-overview-auto-refresh");
+    await page.getByLabel("Auto-refresh").selectOption("");
   });
 
   step("the fleet lists the agents and hands out an enrollment command", async () => {
@@ -194,7 +338,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await page.getByRole("button", { name: "Create enrollment token" }).click();
     const cmd = await page.getByLabel("Enrollment command").innerText();
     assert.match(cmd, /swe_/);
-    await shot("10-fleet");
+    await shot("14-fleet");
   });
 
   step("settings create, show once and revoke an API key; the light theme applies", async () => {
@@ -211,28 +355,26 @@ describe("dashboard", { timeout: 600_000 }, () => {
     const again = await fetch(`${base}/api/v1/auth/me`, { headers: { authorization: `Bearer ${key.trim()}` } });
     assert.equal(again.status, 401, "the revoked key no longer authenticates");
     await page.getByRole("table", { name: "User list" }).getByRole("cell", { name: stack.info.email, exact: true }).waitFor();
-    await shot("11-settings");
+    await shot("15-settings");
     const toggle = page.getByRole("button", { name: /Switch to (light|dark) theme/ });
     if ((await toggle.getAttribute("aria-label")) === "Switch to light theme") await toggle.click();
     assert.equal(await page.evaluate(() => document.documentElement.dataset.theme), "light");
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Overview" }).click();
-    await page.getByRole("table", { name: /heatmap/ }).waitFor();
-    await shot("12-overview-light");
+    await page.getByRole("table", { name: /heatmap/ }).getByRole("button").first().waitFor();
+    await shot("16-overview-light");
   });
 
   step("keyboard reaches the heatmap cells and opens a pair with Enter", async () => {
     await page.goto(`${base}/overview?range=1h&level=region`);
-    const first = page.getByRole("table", { name: /heatmap by region/ }).getByRole("button").first();
-    await first.waitFor();
-    for (let i = 0; i < 60; i++) {
-      await page.keyboard.press("Tab");
-      const isCell = await page.evaluate(() => document.activeElement?.closest("table.heatmap") !== null);
-      if (isCell) break;
-    }
-    assert.ok(await page.evaluate(() => document.activeElement?.closest("table.heatmap") !== null), "Tab reaches a heatmap cell");
+    const heatmap = page.getByRole("table", { name: /heatmap by region/ });
+    await heatmap.getByRole("button").first().waitFor();
+    const focusedCell = () => page.evaluate(() => /heatmap/.test(document.activeElement?.closest("table")?.getAttribute("aria-label") ?? "") && document.activeElement?.tagName === "BUTTON");
+    for (let i = 0; i < 60 && !(await focusedCell()); i++) await page.keyboard.press("Tab");
+    assert.ok(await focusedCell(), "Tab reaches a heatmap cell");
     await page.keyboard.press("Enter");
     await page.waitForURL(/\/pair\?/);
     await page.getByRole("table", { name: "Summary statistics" }).first().waitFor();
-    await shot("13-pair-region-keyboard");
+    await card("RTT timeline").locator(".recharts-line").first().waitFor();
+    await shot("17-pair-region-keyboard");
   });
 });

@@ -338,7 +338,6 @@ export async function createStorageTargets(baseUrl, apiKey, specs) {
         },
       }),
     });
-    if (res.status === 404 || res.status === 405) return [];
     if (!res.ok) throw new Error(`create storage target ${res.status}: ${(await res.text()).slice(0, 500)}`);
     const body = await res.json();
     out.push({ id: body.id, provider: s.provider, name: s.name });
