@@ -74,7 +74,9 @@ for try in 1 2 3; do
 		fi
 		sleep 0.2
 	done
+	# The process group exists only once setsid has run: signal the process itself too.
 	kill -- "-$pid" 2>/dev/null || true
+	kill "$pid" 2>/dev/null || true
 	echo "emulators: $name did not become ready on port $port (try $try); log:" >&2
 	tail -n 20 "$rundir/$name.log" >&2 || true
 done
