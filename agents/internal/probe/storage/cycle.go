@@ -130,10 +130,13 @@ func (r *runner) data(content string, size int64) []byte {
 // runCycle is one pass of seed 000 §3 plus the configured variants.
 func (r *runner) runCycle(ctx context.Context) {
 	r.cycle++
+	// Connecting first names the endpoint (an Azure account's host) for the first RTT;
+	// building a client sends no request.
+	connErr := r.connect(ctx)
 	r.measureRTT(ctx)
-	if err := r.connect(ctx); err != nil {
-		r.log.Warn("storage target unusable this cycle", "err", redact(err))
-		r.emitUnusable(ctx, err)
+	if connErr != nil {
+		r.log.Warn("storage target unusable this cycle", "err", redact(connErr))
+		r.emitUnusable(ctx, connErr)
 		return
 	}
 	if r.cycle == 1 {
@@ -520,7 +523,7 @@ func (r *runner) measureRTT(ctx context.Context) {
 	r.rttUS = nil
 	addr := r.addr
 	if addr == "" {
-		// Before the first successful connect only an explicit endpoint is known.
+		// Credentials that do not resolve leave an Azure account's host unknown.
 		if r.t.Endpoint == "" && r.t.Provider == ProviderAzure {
 			return
 		}

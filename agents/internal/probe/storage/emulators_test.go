@@ -29,11 +29,15 @@ const (
 	azuriteKey     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 
+// requireEmulators is set by scripts/test.sh (`make test`): there a missing emulator fails
+// the tests that need it; a bare `go test` on a machine without them skips those tests.
+var requireEmulators = os.Getenv("STORMWATCH_REQUIRE_EMULATORS") != "" && os.Getenv("STORMWATCH_REQUIRE_EMULATORS") != "0"
+
 // emulator is one running object-storage emulator, or why it is missing.
 type emulator struct {
 	provider string
 	endpoint string
-	skip     string
+	problem  string // why it is unavailable, with its install output and log
 	// S3 only: keys of an IAM user moto authenticates once auth is switched on.
 	accessKeyID, secretKey string
 }
@@ -41,6 +45,11 @@ type emulator struct {
 var emulators = map[string]*emulator{}
 
 func TestMain(m *testing.M) {
+	if os.Getenv(crashChildEnv) != "" {
+		// The crash test re-runs this binary as an agent to be killed mid-cycle.
+		crashChild()
+		return
+	}
 	os.Exit(runWithEmulators(m))
 }
 
@@ -61,24 +70,43 @@ func runWithEmulators(m *testing.M) int {
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			em.skip = fmt.Sprintf("%s emulator could not be installed or started (scripts/emulators/start.sh %s): %v\n%s", e.name, e.name, err, stderr.String())
+			em.problem = fmt.Sprintf("%s emulator could not be installed or started (scripts/emulators/start.sh %s): %v\n%s%s",
+				e.name, e.name, err, stderr.String(), logTail(filepath.Join(rundir, e.name+".log")))
 			continue
 		}
 		em.endpoint = strings.TrimSpace(string(out))
 	}
-	if em := emulators[ProviderS3]; em.skip == "" {
+	if em := emulators[ProviderS3]; em.problem == "" {
 		if err := enableMotoAuth(em); err != nil {
-			em.skip = "moto auth could not be set up: " + err.Error()
+			em.problem = "moto auth could not be set up: " + err.Error() + "\n" + logTail(filepath.Join(rundir, "moto.log"))
 		}
 	}
 	return m.Run()
 }
 
+// logTail is the end of an emulator's log, for the message of a test that needed it.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no emulator log: " + err.Error() + ")"
+	}
+	const keep = 4000
+	if len(b) > keep {
+		b = b[len(b)-keep:]
+	}
+	return "emulator log " + path + ":\n" + string(b)
+}
+
+// need returns the provider's emulator. When it is unavailable the test fails if
+// STORMWATCH_REQUIRE_EMULATORS is set, and is skipped otherwise.
 func need(t *testing.T, provider string) *emulator {
 	t.Helper()
 	em := emulators[provider]
-	if em.skip != "" {
-		t.Skip(em.skip)
+	if em.problem != "" {
+		if requireEmulators {
+			t.Fatal(em.problem)
+		}
+		t.Skip(em.problem + "\n(set STORMWATCH_REQUIRE_EMULATORS=1 to make this a failure)")
 	}
 	return em
 }

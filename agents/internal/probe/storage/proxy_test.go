@@ -3,6 +3,11 @@ package storage
 import (
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,4 +145,44 @@ func (f *faultyEndpoint) close() {
 	}
 	f.mu.Unlock()
 	f.wg.Wait()
+}
+
+// failingGets is an HTTP proxy in front of an emulator that passes every request through
+// except GETs of objects whose key ends with suffix: those it answers 503 ("503") or
+// drops by resetting the connection ("reset"). PUTs of the same key pass, so a size can
+// be written and then fail to read.
+type failingGets struct {
+	srv   *httptest.Server
+	fails atomic.Int64
+}
+
+func startFailingGetsProxy(t *testing.T, upstream *url.URL, suffix, mode string) *failingGets {
+	t.Helper()
+	f := &failingGets{}
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: upstream.Scheme, Host: upstream.Host})
+	// Bytes pass as they are: never let the proxy's own client decompress.
+	rp.Transport = &http.Transport{DisableCompression: true, MaxIdleConnsPerHost: 64}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, suffix) {
+			rp.ServeHTTP(w, r)
+			return
+		}
+		f.fails.Add(1)
+		if mode == "503" {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("hijack: %v", err)
+			return
+		}
+		// Linger 0 turns the close into a reset, as a crashed middlebox would.
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		_ = c.Close()
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
 }

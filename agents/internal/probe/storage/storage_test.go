@@ -25,11 +25,17 @@ type collector struct {
 	mu      sync.Mutex
 	samples []sample.Storage
 	changed chan struct{}
+	// onEmit, when set, runs on the probe's goroutine before the sample is kept: the cycle
+	// waits for it, so it sees the store as the sample left it.
+	onEmit func(sample.Storage)
 }
 
 func newCollector() *collector { return &collector{changed: make(chan struct{}, 1)} }
 
 func (c *collector) emit(s sample.Storage) {
+	if c.onEmit != nil {
+		c.onEmit(s)
+	}
 	c.mu.Lock()
 	c.samples = append(c.samples, s)
 	c.mu.Unlock()
@@ -79,7 +85,12 @@ func dump(ss []sample.Storage) string {
 // running starts a manager on the given targets; stop cancels it and waits for Run.
 func running(t *testing.T, log *slog.Logger, targets ...map[string]any) (*collector, *Manager, func()) {
 	t.Helper()
-	col := newCollector()
+	return runningInto(t, newCollector(), log, targets...)
+}
+
+// runningInto is running with a collector the test prepared (an onEmit hook).
+func runningInto(t *testing.T, col *collector, log *slog.Logger, targets ...map[string]any) (*collector, *Manager, func()) {
+	t.Helper()
 	m := NewManager(col.emit, log)
 	var raws []json.RawMessage
 	for _, tg := range targets {
@@ -136,8 +147,8 @@ func okSample(s sample.Storage) bool { return s.Status == sample.StatusOK && s.E
 
 var allProviders = []string{ProviderS3, ProviderAzure, ProviderGCS}
 
-// remaining lists the objects left under a prefix, through a fresh client.
-func remaining(t *testing.T, target map[string]any) []string {
+// storeFor opens a fresh client on a target's bucket; it also returns the parsed target.
+func storeFor(t *testing.T, target map[string]any) (store, *Target) {
 	t.Helper()
 	b, _ := json.Marshal(target)
 	tg, err := ParseTarget(b)
@@ -152,13 +163,27 @@ func remaining(t *testing.T, target map[string]any) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st, tg
+}
+
+// listed lists the keys under prefix ("" for the whole bucket).
+func listed(t *testing.T, st store, prefix string) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	keys, err := st.list(ctx, tg.Prefix)
+	keys, err := st.list(ctx, prefix)
 	if err != nil {
-		t.Fatalf("listing %s: %v", tg.Prefix, err)
+		t.Fatalf("listing %q: %v", prefix, err)
 	}
+	slices.Sort(keys)
 	return keys
+}
+
+// remaining lists the objects left under a target's prefix, through a fresh client.
+func remaining(t *testing.T, target map[string]any) []string {
+	t.Helper()
+	st, tg := storeFor(t, target)
+	return listed(t, st, tg.Prefix)
 }
 
 func TestACycleRecordsAPutAndAGetOfEverySizeOnEveryProvider(t *testing.T) {
