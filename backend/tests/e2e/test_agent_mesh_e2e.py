@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
@@ -24,10 +23,6 @@ from tests.conftest import REPO, ApiServer
 
 AGENTS_DIR = REPO / "agents"
 OUTAGE_S = 60
-
-pytestmark = pytest.mark.skipif(shutil.which("go") is None,
-                                reason="the agent needs the Go toolchain")
-
 
 def wait_until(what: str, timeout_s: float, cond: Callable[[], bool]) -> None:
     deadline = time.monotonic() + timeout_s
