@@ -394,18 +394,71 @@ def _datetimes(t_us: np.ndarray) -> list[datetime]:
     return [base + td(microseconds=v) for v in t_us.tolist()]
 
 
-def mesh_records(batch: ParsedBatch, org_id: uuid.UUID) -> list[tuple[Any, ...]]:
+# PostgreSQL's binary COPY framing: signature, flags, header extension length; and trailer.
+COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" * 2
+COPY_TRAILER = b"\xff\xff"
+PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 UTC, timestamptz's zero, in unix microseconds
+
+
+def _field(name: str, size: int, kind: str) -> list[tuple[str, str]]:
+    """One binary COPY field: its big-endian int32 length, then the value."""
+    return [(f"{name}_len", ">i4"), (name, kind if size == 0 else f"V{size}")]
+
+
+def _mesh_row_dtype(with_rtt: bool) -> np.dtype:
+    fields: list[tuple[str, str]] = [("nfields", ">i2")]
+    fields += _field("time", 0, ">i8") + _field("org_id", 16, "") + _field("src", 16, "")
+    fields += _field("dst", 16, "") + _field("round", 0, ">i8") + _field("payload", 0, ">i4")
+    fields += _field("rtt", 0, ">i4") if with_rtt else [("rtt_len", ">i4")]
+    fields += _field("status", 0, ">i2")
+    return np.dtype(fields)  # packed: no padding between fields, as COPY wants
+
+
+_MESH_ROW = {True: _mesh_row_dtype(True), False: _mesh_row_dtype(False)}
+
+
+def _uuid_bytes(ids: Sequence[uuid.UUID]) -> np.ndarray:
+    return np.frombuffer(b"".join(u.bytes for u in ids), dtype="V16")
+
+
+def mesh_copy_data(batch: ParsedBatch, org_id: uuid.UUID) -> bytes:
+    """The mesh section as one binary COPY stream for MESH_COLUMNS, built with numpy.
+
+    Rows with and without an RTT have different layouts (a NULL is a -1 length and no
+    value), so each group is one fixed-width record array; rows go in as two runs.
+    """
     m = batch.mesh
     assert m is not None
-    peers = m["peers"]
-    dst = [peers[i] for i in m["peer_idx"].tolist()]
-    rtt = [None if v != v else int(v) for v in m["rtt_us"].tolist()]
-    n = m["n"]
-    src = batch.agent_id
-    return list(zip(_datetimes(m["time_us"]), [org_id] * n, [src] * n, dst,
-                    m["round"].astype(np.int64).tolist(),
-                    m["payload_bytes"].astype(np.int64).tolist(), rtt,
-                    m["status"].tolist(), strict=True))
+    dst_all = _uuid_bytes(m["peers"])[m["peer_idx"]]
+    org = np.frombuffer(org_id.bytes, dtype="V16")[0]
+    src = np.frombuffer(batch.agent_id.bytes, dtype="V16")[0]
+    has_rtt = ~np.isnan(m["rtt_us"])
+    parts = [COPY_HEADER]
+    for with_rtt in (True, False):
+        sel = has_rtt if with_rtt else ~has_rtt
+        n = int(sel.sum())
+        if not n:
+            continue
+        dtype = _MESH_ROW[with_rtt]
+        rows = np.empty(n, dtype=dtype)
+        rows["nfields"] = len(MESH_COLUMNS)
+        for name in dtype.names or ():
+            if name.endswith("_len") and name[:-4] in (dtype.names or ()):
+                rows[name] = dtype[name[:-4]].itemsize
+        rows["time"] = m["time_us"][sel] - PG_EPOCH_US
+        rows["org_id"] = org
+        rows["src"] = src
+        rows["dst"] = dst_all[sel]
+        rows["round"] = m["round"][sel]
+        rows["payload"] = m["payload_bytes"][sel]
+        if with_rtt:
+            rows["rtt"] = m["rtt_us"][sel]
+        else:
+            rows["rtt_len"] = -1
+        rows["status"] = m["status"][sel]
+        parts.append(rows.tobytes())
+    parts.append(COPY_TRAILER)
+    return b"".join(parts)
 
 
 MESH_COLUMNS = ("time", "org_id", "src_agent_id", "dst_agent_id", "round", "payload_bytes",

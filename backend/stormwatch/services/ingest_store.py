@@ -16,7 +16,7 @@ from stormwatch.services.ingest import (
     THROUGHPUT_COLUMNS,
     BatchError,
     ParsedBatch,
-    mesh_records,
+    mesh_copy_data,
     quorum_records,
     storage_records,
     throughput_records,
@@ -66,7 +66,9 @@ async def ensure_partitions(conn: asyncpg.Connection, batch: ParsedBatch) -> Non
         data = getattr(batch, section)
         if data is None or not data["n"]:
             continue
-        for day in sorted({int(d) for d in (data["time_us"] // 86_400_000_000).tolist()}):
+        t = data["time_us"]
+        # A batch spans seconds, so its first and last day cover it (time_us is not sorted).
+        for day in range(int(t.min()) // 86_400_000_000, int(t.max()) // 86_400_000_000 + 1):
             if (table, day) in _known_partitions:
                 continue
             await conn.execute(
@@ -95,8 +97,12 @@ async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
             return True, {"mesh": stored["mesh_rows"], "quorum": stored["quorum_rows"],
                           "storage": stored["storage_rows"],
                           "throughput": stored["throughput_rows"]}
+        if counts["mesh"]:
+            # The bulk of every batch: encoded by numpy straight into COPY's binary format
+            # (a memoryview, since asyncpg would take plain bytes for a file name).
+            await conn.copy_to_table("mesh_samples", source=memoryview(
+                mesh_copy_data(batch, org_id)), columns=list(MESH_COLUMNS), format="binary")
         jobs: list[tuple[str, tuple[str, ...], Any]] = [
-            ("mesh_samples", MESH_COLUMNS, mesh_records if counts["mesh"] else None),
             ("quorum_samples", QUORUM_COLUMNS, quorum_records if counts["quorum"] else None),
             ("storage_samples", STORAGE_COLUMNS, storage_records if counts["storage"] else None),
             ("throughput_samples", THROUGHPUT_COLUMNS,

@@ -37,6 +37,31 @@ def test_it_stores_a_batch_and_a_retried_batch_adds_no_rows(api, db, fleet):
     assert count_mesh(db, org.org_id) == 300
 
 
+def test_stored_rows_hold_exactly_the_values_sent(api, db, fleet):
+    from datetime import UTC, datetime, timedelta
+
+    org, agents = fleet
+    peers = [a.agent_id for a in agents]
+    batch = mesh_batch(agents[0], peers, rounds=60)
+    m = batch["mesh"]
+    m["round"] = [r + 2**40 for r in m["round"]]  # beyond 32 bits
+    m["payload_bytes"] = [64 + i for i in range(len(m["time_us"]))]
+    m["time_us"] = [t + i for i, t in enumerate(m["time_us"])]  # distinct microseconds
+    assert post_batch(api, agents[0], batch).status_code == 202
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    sent = {(epoch + timedelta(microseconds=t), agents[0].agent_id, peers[p], r, pb, rtt, st)
+            for t, p, r, pb, rtt, st in zip(m["time_us"], m["peer_idx"], m["round"],
+                                            m["payload_bytes"], m["rtt_us"], m["status"],
+                                            strict=True)}
+    with db.connect() as c:
+        stored = {(row[0], str(row[1]), str(row[2]), *row[3:]) for row in c.execute(text(
+            "SELECT time, src_agent_id, dst_agent_id, round, payload_bytes, rtt_us, status "
+            "FROM mesh_samples WHERE org_id = :o"), {"o": org.org_id})}
+    assert len(sent) == len(m["time_us"]) == 180
+    assert stored == sent
+    assert any(s[5] is None for s in stored) and any(s[5] is not None for s in stored)
+
+
 def test_it_keeps_losses_as_rows_with_a_status(api, db, fleet):
     org, agents = fleet
     batch = mesh_batch(agents[0], [a.agent_id for a in agents], rounds=50)
