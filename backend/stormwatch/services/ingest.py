@@ -27,6 +27,8 @@ ERROR_CLASSES = {"timeout", "auth", "not_found", "throttled", "server_error", "n
 PROTOS = {"tcp", "udp"}
 DIRECTIONS = {"send", "receive"}
 SECTIONS = ("mesh", "quorum", "storage", "throughput")
+# Columns are validated as float64: integers beyond 2**53 would silently lose precision.
+MAX_EXACT_INT = 2**53 - 1
 
 
 class BatchError(Exception):
@@ -297,7 +299,7 @@ def parse_batch(body: Any, limits: Limits) -> ParsedBatch:
         peers = _ids(s.dictionary("peers"), ["mesh", "peers"])
         t = s.times(limits)
         idx = s.index("peer_idx", len(peers), "mesh.peers")
-        rnd = s.numbers("round", lo=0, hi=2**62)
+        rnd = s.numbers("round", lo=0, hi=MAX_EXACT_INT)
         payload = s.numbers("payload_bytes", lo=0, hi=64 * 1024 * 1024)
         status = s.statuses()
         rtt = s.latency("rtt_us", status, limits)
@@ -313,7 +315,7 @@ def parse_batch(body: Any, limits: Limits) -> ParsedBatch:
                 raise BatchError(["quorum", "groups", i], "must be a name of 1-100 characters")
         t = s.times(limits)
         gidx = s.index("group_idx", len(groups), "quorum.groups")
-        rnd = s.numbers("round", lo=0, hi=2**62)
+        rnd = s.numbers("round", lo=0, hi=MAX_EXACT_INT)
         k = s.numbers("k", lo=1, hi=10_000)
         n = s.numbers("n", lo=1, hi=10_000)
         assert k is not None and n is not None

@@ -86,9 +86,11 @@ def test_it_keeps_losses_as_rows_with_a_status(api, db, fleet):
         (lambda b: b["mesh"]["status"].pop(), ["body", "mesh", "status"]),
         (lambda b: b["mesh"]["status"].__setitem__(0, 9), ["body", "mesh", "status", 0]),
         (lambda b: b.__setitem__("batch_id", "not-a-uuid"), ["body", "batch_id"]),
+        (lambda b: b["mesh"]["round"].__setitem__(4, 2**53 + 1), ["body", "mesh", "round", 4]),
     ],
     ids=["negative-rtt", "absurd-rtt", "string-rtt", "future-time", "unknown-agent",
-         "index-out-of-range", "length-mismatch", "unknown-status", "bad-batch-id"],
+         "index-out-of-range", "length-mismatch", "unknown-status", "bad-batch-id",
+         "inexact-round"],
 )
 def test_it_rejects_an_invalid_batch_naming_the_field_and_writes_nothing(
         api, db, fleet, mutate, loc):

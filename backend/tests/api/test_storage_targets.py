@@ -196,7 +196,7 @@ def test_ingest_accepts_storage_samples_for_the_orgs_own_target_only(storage_api
 
     r = post_batch(storage_api, agent, batch(mine))
     assert r.status_code == 202, r.text
-    assert post_batch(storage_api, agent, batch(theirs)).status_code == 403
+    assert post_batch(storage_api, agent, batch(theirs)).status_code == 422
     with db.connect() as c:
         rows = c.execute(text("SELECT op, attempt, error_class FROM storage_samples "
                               "WHERE target_id = :t ORDER BY time"), {"t": mine}).all()
