@@ -58,3 +58,9 @@ class AgentPairPublic(BaseModel):
     src_agent_id: uuid.UUID
     dst_agent_id: uuid.UUID
     topology_class: str
+
+
+class QuorumGroupPublic(BaseModel):
+    name: str
+    k: int = Field(description="the quorum latency of a round is the k-th fastest reply")
+    members: list[uuid.UUID] = Field(description="agent ids, the sender included")

@@ -116,22 +116,32 @@ def default_groups(me: Agent, agents: list[Agent]) -> list[dict[str, Any]]:
     return groups
 
 
+async def _meshing_agents(session: AsyncSession, org_id: uuid.UUID) -> list[Agent]:
+    rows = (await session.execute(select(Agent).where(Agent.org_id == org_id)
+                                  .order_by(Agent.name))).scalars()
+    return [a for a in rows if a.mesh_address]
+
+
+async def quorum_groups(session: AsyncSession, agent: Agent) -> list[dict[str, Any]]:
+    """The quorum groups the server hands `agent` in its config, members included."""
+    return default_groups(agent, await _meshing_agents(session, agent.org_id))
+
+
 async def build_config(session: AsyncSession, agent: Agent) -> dict[str, Any]:
     from stormwatch.services.storage_targets import storage_targets_for_agent
 
     org = await session.get(Org, agent.org_id)
     assert org is not None
     mesh = {**DEFAULT_MESH_SETTINGS, **(org.mesh_settings or {})}
-    agents = list((await session.execute(
-        select(Agent).where(Agent.org_id == agent.org_id).order_by(Agent.name))).scalars())
+    meshing = await _meshing_agents(session, agent.org_id)
     peers = [{"agent_id": str(a.id), "name": a.name, "address": a.mesh_address,
               "provider": a.provider, "region": a.region, "zone": a.zone, "subnet": a.subnet}
-             for a in agents if a.mesh_address]
+             for a in meshing]
     content: dict[str, Any] = {
         "agent_id": str(agent.id),
         "config_poll_s": 30,
         "mesh": {**mesh, "peers": peers if mesh.get("enabled", True) else [],
-                 "groups": default_groups(agent, [a for a in agents if a.mesh_address])},
+                 "groups": default_groups(agent, meshing)},
         "storage": {"targets": await storage_targets_for_agent(session, agent)},
         "shipper": {"max_batch_samples": 20000, "max_batch_age_ms": 2000},
     }

@@ -38,6 +38,25 @@ def test_config_lists_every_peer_including_self_and_is_etag_versioned(api, make_
     assert len(region["members"]) == 2
 
 
+def test_quorum_groups_are_listed_with_their_members_for_the_org_only(api, make_org):
+    org, other = make_org(), make_org()
+    a, b, c = (enroll(api, org.enrollment_token, n, provider="aws", region="r1", zone=z)
+               for n, z in (("a", "z1"), ("b", "z1"), ("c", "z2")))
+    key = {"Authorization": f"Bearer {org.api_key}"}
+    r = api.get(f"/api/v1/agents/{a.agent_id}/quorum-groups", headers=key)
+    assert r.status_code == 200, r.text
+    groups = {g["name"]: g for g in r.json()}
+    assert groups["zone-majority"]["k"] == 2
+    assert set(groups["zone-majority"]["members"]) == {a.agent_id, b.agent_id}
+    assert set(groups["region-majority"]["members"]) == {a.agent_id, c.agent_id}
+    cfg = api.get("/api/v1/agent/config", headers=a.headers).json()
+    assert {g["name"]: set(g["members"]) for g in cfg["mesh"]["groups"]} == {
+        n: set(g["members"]) for n, g in groups.items()}
+    foreign = api.get(f"/api/v1/agents/{a.agent_id}/quorum-groups",
+                      headers={"Authorization": f"Bearer {other.api_key}"})
+    assert foreign.status_code == 404
+
+
 def test_every_pair_gets_a_topology_class_from_metadata(api, make_org):
     org = make_org()
     a = enroll(api, org.enrollment_token, "a", provider="aws", region="r1", zone="z1", subnet="s1")

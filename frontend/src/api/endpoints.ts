@@ -20,7 +20,6 @@ import type {
 } from "./models";
 import type { CdfSeries } from "../components/pair/CdfChart";
 import { formatBytes } from "../lib/format";
-import { groupsContaining } from "../lib/quorum";
 import { niceStep } from "../lib/shape";
 
 export type { Me } from "./models";
@@ -269,14 +268,18 @@ export async function getQuorum(q: PairQuery, signal?: AbortSignal): Promise<Quo
   const [srcId] = idsFor(agents, "node", q.src);
   const [dstId] = idsFor(agents, "node", q.dst);
   if (!srcId || !dstId) return [];
-  const r = unwrap(await api.GET("/api/v1/analytics/quorum/compare", { params: { query: { ...range(q), src: [srcId] } }, signal }));
+  const [r, groups] = await Promise.all([
+    api.GET("/api/v1/analytics/quorum/compare", { params: { query: { ...range(q), src: [srcId] } }, signal }).then(unwrap),
+    api.GET("/api/v1/agents/{agent_id}/quorum-groups", { params: { path: { agent_id: srcId } }, signal }).then(unwrap),
+  ]);
+  // Groups as the server hands them to the agent now: only those holding the destination count.
+  const member = new Set(groups.filter((g) => g.members.includes(dstId)).map((g) => g.name));
   const parsed = r.quorums
     .filter((row) => row.agent_id === srcId && row.group_name)
     .map((row) => {
       const [k, n] = row.quorum.replace("Q", "").split("/").map(Number);
       return { row, name: row.group_name!, k: k ?? 0, n: n ?? 0 };
     });
-  const member = groupsContaining(srcId, dstId, agents, new Map(parsed.map((p) => [p.name, p.n])));
   return Promise.all(
     parsed
       .filter((p) => member.has(p.name))

@@ -171,6 +171,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agents/{agent_id}/quorum-groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The quorum groups the agent measures, with their members */
+        get: operations["get_quorum_groups_api_v1_agents__agent_id__quorum_groups_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/ingest/batches": {
         parameters: {
             query?: never;
@@ -1481,6 +1498,21 @@ export interface components {
              */
             node_to_node: components["schemas"]["QuorumLatency"][];
         };
+        /** QuorumGroupPublic */
+        QuorumGroupPublic: {
+            /** Name */
+            name: string;
+            /**
+             * K
+             * @description the quorum latency of a round is the k-th fastest reply
+             */
+            k: number;
+            /**
+             * Members
+             * @description agent ids, the sender included
+             */
+            members: string[];
+        };
         /** QuorumLatency */
         QuorumLatency: {
             /**
@@ -2433,6 +2465,37 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_quorum_groups_api_v1_agents__agent_id__quorum_groups_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["QuorumGroupPublic"][];
+                };
             };
             /** @description Validation Error */
             422: {

@@ -15,6 +15,7 @@ from stormwatch.schemas.agents import (
     AgentSelfUpdate,
     EnrollRequest,
     EnrollResponse,
+    QuorumGroupPublic,
 )
 from stormwatch.services import agents as agent_service
 
@@ -85,6 +86,15 @@ async def get_agent(agent_id: uuid.UUID, principal: OrgPrincipalDep,
                     session: SessionDep) -> AgentPublic:
     agent = await get_owned(session, Agent, agent_id, principal, "agent")
     return _public(agent, datetime.now(UTC))
+
+
+@router.get("/agents/{agent_id}/quorum-groups", response_model=list[QuorumGroupPublic],
+            summary="The quorum groups the agent measures, with their members")
+async def get_quorum_groups(agent_id: uuid.UUID, principal: OrgPrincipalDep,
+                            session: SessionDep) -> list[QuorumGroupPublic]:
+    agent = await get_owned(session, Agent, agent_id, principal, "agent")
+    return [QuorumGroupPublic.model_validate(g)
+            for g in await agent_service.quorum_groups(session, agent)]
 
 
 @router.delete("/agents/{agent_id}", status_code=status.HTTP_204_NO_CONTENT)
