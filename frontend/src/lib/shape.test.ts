@@ -155,8 +155,9 @@ describe("storage tables", () => {
   it("sums failures per provider and op", () => {
     expect(failureRates(rows).find((f) => f.provider === "s3" && f.op === "put")).toMatchObject({ count: 20, failures: 1, rate: 0.05 });
   });
-  it("compares variants side by side", () => {
-    expect(variantCompare(rows, "put", "plain", "gzip9")).toEqual([{ provider: "s3", size_bytes: 1024, a_us: 1000, b_us: 900 }]);
+  it("compares variants side by side, raw or RTT-adjusted", () => {
+    expect(variantCompare(rows, "put", "plain", "gzip9", false)).toEqual([{ provider: "s3", size_bytes: 1024, a_us: 1000, b_us: 900 }]);
+    expect(variantCompare(rows, "put", "plain", "gzip9", true)).toEqual([{ provider: "s3", size_bytes: 1024, a_us: 900, b_us: 800 }]);
   });
 });
 

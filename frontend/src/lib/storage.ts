@@ -46,15 +46,16 @@ export function sizeCurves(rows: StorageRow[], op: string, variant: string, pick
   return { rows: [...bySize.values()].sort((a, b) => (a.x as number) - (b.x as number)), series };
 }
 
-/** Variant medians side by side (plain vs gzip9) per provider and size for an op. */
-export function variantCompare(rows: StorageRow[], op: string, a: string, b: string): { provider: string; size_bytes: number; a_us: number | null; b_us: number | null }[] {
+/** Variant medians side by side (plain vs gzip9) per provider and size for an op, raw or RTT-adjusted. */
+export function variantCompare(rows: StorageRow[], op: string, a: string, b: string, adjusted: boolean): { provider: string; size_bytes: number; a_us: number | null; b_us: number | null }[] {
   const sel = rows.filter((r) => r.op === op && (r.variant === a || r.variant === b));
   const m = new Map<string, { provider: string; size_bytes: number; a_us: number | null; b_us: number | null }>();
   for (const r of sel) {
     const k = `${r.provider}|${r.size_bytes}`;
     const row = m.get(k) ?? { provider: r.provider, size_bytes: r.size_bytes, a_us: null, b_us: null };
-    if (r.variant === a) row.a_us = r.p50_us;
-    else row.b_us = r.p50_us;
+    const v = adjusted ? r.p50_adjusted_us : r.p50_us;
+    if (r.variant === a) row.a_us = v;
+    else row.b_us = v;
     m.set(k, row);
   }
   return [...m.values()].filter((r) => r.b_us !== null).sort((x, y) => x.provider.localeCompare(y.provider) || x.size_bytes - y.size_bytes);
