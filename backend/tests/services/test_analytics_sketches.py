@@ -11,10 +11,12 @@ from ddsketch import DDSketch
 
 from stormwatch.services.analytics.sketches import (
     GAMMA,
+    DecodedBins,
     GroupedBins,
     Sketch,
     SketchDecodeError,
     decode,
+    decode_many,
     grouped_quantiles,
     merge_sketches,
 )
@@ -133,3 +135,72 @@ def test_a_sketch_with_another_mapping_is_refused() -> None:
     mapping = b"\x09" + struct.pack("<d", 1.05)
     with pytest.raises(SketchDecodeError):
         decode(b"\x0a" + bytes([len(mapping)]) + mapping)
+
+
+def _batch(sketches: list[Sketch]) -> tuple[bytes, np.ndarray]:
+    blobs = [s.to_bytes() for s in sketches]
+    return b"".join(blobs), np.array([len(b) for b in blobs])
+
+
+def _as_sketches(d: DecodedBins) -> list[Sketch]:
+    out = []
+    for i in range(d.zero.size):
+        mine = d.sketch == i
+        if not mine.any():
+            out.append(Sketch(0, np.zeros(0), float(d.zero[i])))
+            continue
+        keys, counts = d.keys[mine], d.counts[mine]
+        lo = int(keys.min())
+        out.append(Sketch(lo, np.bincount(keys - lo, weights=counts), float(d.zero[i])))
+    return out
+
+
+def _same(a: Sketch, b: Sketch) -> bool:
+    ka, kb = np.flatnonzero(a.counts), np.flatnonzero(b.counts)
+    return (a.zero_count == b.zero_count and np.array_equal(ka + a.offset, kb + b.offset)
+            and np.array_equal(a.counts[ka], b.counts[kb]))
+
+
+def test_decoding_many_sketches_at_once_equals_decoding_each() -> None:
+    rng = np.random.default_rng(9)
+    sketches = [Sketch.empty(), Sketch.from_values([0.0, 0.0]), Sketch.from_values([7.0]),
+                Sketch.from_values([0.2, 0.5, 3.0]),  # negative keys
+                Sketch.from_values([1e12, 3e12]),
+                # outlying bins with 1-, 2- and 3-byte keys, written as map entries
+                Sketch.from_values([1000.0] * 50 + [1.5, 1e12, 1e100])]
+    for i in range(300):
+        v = heavy_tailed(100 + i, int(rng.integers(1, 400)))
+        if i % 3 == 0:
+            v[: int(rng.integers(0, 3))] = 0.0
+        if i % 7 == 0:  # a few far outliers: written as sparse entries
+            v = np.concatenate([v, v[:5] * 5000])
+        sketches.append(Sketch.from_values(v))
+    buf, lengths = _batch(sketches)
+    got = decode_many(buf, lengths)
+    assert any(b"\x0a\x0c\x08" in s.to_bytes()[11:] for s in sketches)  # sparse ones exist
+    for want, have in zip([decode(s.to_bytes()) for s in sketches], _as_sketches(got),
+                          strict=True):
+        assert _same(want, have)
+    np.testing.assert_array_equal(got.totals(), [s.count for s in sketches])
+
+
+def test_decoding_many_falls_back_for_other_layouts_and_refuses_other_mappings() -> None:
+    def entry(k: int, c: float) -> bytes:
+        zz = (k << 1) ^ (k >> 63)
+        body = b"\x08" + bytes([zz]) + b"\x11" + struct.pack("<d", c)
+        return b"\x0a" + bytes([len(body)]) + body
+
+    mapping = b"\x09" + struct.pack("<d", GAMMA)
+    head = b"\x0a" + bytes([len(mapping)]) + mapping
+    store = entry(10, 3.0) + entry(40, 1.0)
+    # the zero count before the store: valid protobuf, not the layout `encode` writes
+    foreign = head + b"\x21" + struct.pack("<d", 2.0) + b"\x12" + bytes([len(store)]) + store
+    ours = Sketch.from_values([5.0, 6.0, 700.0]).to_bytes()
+    got = _as_sketches(decode_many(ours + foreign, np.array([len(ours), len(foreign)])))
+    assert _same(got[0], decode(ours)) and _same(got[1], decode(foreign))
+    assert got[1].count == 6
+    other = b"\x0a\x09\x09" + struct.pack("<d", 1.05)
+    with pytest.raises(SketchDecodeError):
+        decode_many(ours + other, np.array([len(ours), len(other)]))
+    with pytest.raises(SketchDecodeError):
+        decode_many(ours, np.array([len(ours) + 1]))

@@ -16,7 +16,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.models.agent import TOPOLOGY_CLASSES
-from stormwatch.services.analytics.sketches import GroupedBins, Sketch, decode, grouped_quantiles
+from stormwatch.services.analytics.sketches import (
+    GroupedBins,
+    Sketch,
+    decode_many,
+    grouped_quantiles,
+)
 from stormwatch.services.analytics.stats import Distribution, Moments
 
 Kind = Literal["mesh", "quorum", "storage", "throughput"]
@@ -52,22 +57,25 @@ class KindSpec:
     raw_value: str
     raw_failure: str
     pair: bool  # series are (src, dst) pairs of agents
+    key_types: tuple[str, ...]  # SQL types of `keys`, for array parameters
 
 
 KIND_SPECS: dict[str, KindSpec] = {
     "mesh": KindSpec("mesh_samples", "mesh_rollups", ("src_agent_id", "dst_agent_id",
                      "payload_bytes"), "rtt_us", "CASE WHEN status = 0 THEN rtt_us END",
-                     "status <> 0", True),
+                     "status <> 0", True, ("uuid", "uuid", "integer")),
     "quorum": KindSpec("quorum_samples", "quorum_rollups", ("agent_id", "group_name", "k", "n"),
                        "latency_us", "CASE WHEN status = 0 THEN latency_us END", "status <> 0",
-                       False),
+                       False, ("uuid", "varchar", "smallint", "smallint")),
     "storage": KindSpec("storage_samples", "storage_rollups",
                         ("agent_id", "target_id", "op", "variant", "content", "size_bytes",
                          "copies", "concurrency"), "latency_us",
-                        "CASE WHEN status = 0 THEN latency_us END", "status <> 0", False),
+                        "CASE WHEN status = 0 THEN latency_us END", "status <> 0", False,
+                        ("uuid", "uuid", "varchar", "varchar", "varchar", "bigint", "smallint",
+                         "smallint")),
     "throughput": KindSpec("throughput_samples", "throughput_rollups",
                            ("src_agent_id", "dst_agent_id", "proto", "direction"), "bytes_per_s",
-                           "bytes_per_s", "false", True),
+                           "bytes_per_s", "false", True, ("uuid", "uuid", "varchar", "varchar")),
 }
 # Query parameter names of the kind-specific columns, for error messages.
 PARAM_OF_COLUMN = {"target_id": "target"}
@@ -311,11 +319,21 @@ GroupFn = Callable[[tuple[Any, ...]], Any]
 
 
 @dataclass
+class SharedBins:
+    offset: int
+    matrix: np.ndarray
+    zero: np.ndarray
+    row_of: dict[Any, int]
+
+
+@dataclass
 class Grouped:
     """Distributions per group key (and per window start when windowed)."""
 
     source: Source
     groups: dict[Any, Distribution]
+    # The merged sketches' (group x key) count matrix, when the loader built one.
+    bins: SharedBins | None = None
 
     def quantiles(self, keys: Sequence[Any], qs: Sequence[float]) -> np.ndarray:
         """Quantiles for many groups at once (groups x qs), NaN where empty. Sketched groups
@@ -323,6 +341,14 @@ class Grouped:
         out = np.full((len(keys), len(qs)), np.nan)
         dists = [self.groups[k] for k in keys]
         sk = [d.sketch for d in dists]
+        b = self.bins
+        if dists and b is not None and all(k in b.row_of for k in keys):
+            rows = np.fromiter((b.row_of[k] for k in keys), dtype=np.int64, count=len(keys))
+            mat = b.matrix[rows] if b.matrix.shape[1] else np.zeros((len(keys), 1))
+            out = grouped_quantiles(b.offset, mat, b.zero[rows], qs)
+            mins = np.array([d.moments.minimum for d in dists])[:, None]
+            maxs = np.array([d.moments.maximum for d in dists])[:, None]
+            return np.where(np.isfinite(out), np.clip(out, mins, maxs), np.nan)
         if dists and all(s is not None for s in sk):
             lo = min(s.offset for s in sk)  # type: ignore[union-attr]
             hi = max(s.offset + s.counts.size for s in sk)  # type: ignore[union-attr]
@@ -348,6 +374,10 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
     """Distributions per group(series key) — or per (group, window start) with window_s."""
     f.validate()
     spec = KIND_SPECS[kind]
+    # Prepared statements switch to a generic plan after a few runs; without the actual
+    # series and range, that plan scans every series' rows of the range and filters them
+    # (seconds instead of milliseconds for a pair's week). Plan each query for its values.
+    await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
     fleet = fleet or await load_fleet(session, org_id)
     params: dict[str, Any] = {"org": org_id}
     where, n_series = _where(spec, fleet, f, params)
@@ -373,112 +403,166 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
             and source.end - source.start > DAY_TO_DATE_MIN_SPAN):
         dtd = await _load_day_to_date(session, spec, prefix, params, where, group, source)
         if dtd is not None:
-            return Grouped(source, dtd)
-    sql = (f"SELECT {keys_sql}, extract(epoch FROM bucket_start)::float8 AS t, sample_count, "
-           f"failure_count, {prefix}_count, {prefix}_min, {prefix}_max, {prefix}_sum, "
-           f"{prefix}_sum_sq, {prefix}_sketch FROM {spec.table} WHERE org_id = :org "
-           f"AND bucket_s = :bs AND bucket_start >= :s AND bucket_start < :e"
-           + "".join(f" AND {c}" for c in where))
+            return Grouped(source, *dtd)
     params["bs"] = source.bucket_s
-    rows = (await session.execute(text(sql), params)).all()
-    return Grouped(source, _group_rollups(rows, nk, group, window_s))
+    rows = (await session.execute(text(_packed_rollups_sql(spec, prefix, where)), params)).all()
+    return Grouped(source, *_group_packed_rollups(rows, nk, group, window_s))
+
+
+def _packed(expr: str, send: str) -> str:
+    return f"string_agg({send}({expr}), ''::bytea)"
+
+
+def _packed_rollups_sql(spec: KindSpec, prefix: str, where: list[str]) -> str:
+    """One row per series, each column the series' rows packed as binary (big-endian
+    numbers, concatenated sketches with their lengths): thousands of rollup rows reach
+    numpy as a few byte strings instead of Python row objects. The aggregates of one
+    query see the rows in the same order, so the columns stay aligned."""
+    keys_sql = ", ".join(spec.keys)
+    cols = [_packed("extract(epoch FROM bucket_start)::float8", "float8send"),
+            _packed("sample_count", "int8send"), _packed("failure_count", "int8send"),
+            _packed(f"{prefix}_count", "int8send"),
+            _packed(f"coalesce({prefix}_min, 'Infinity')", "float8send"),
+            _packed(f"coalesce({prefix}_max, '-Infinity')", "float8send"),
+            _packed(f"{prefix}_sum", "float8send"), _packed(f"{prefix}_sum_sq", "float8send"),
+            f"string_agg({prefix}_sketch, ''::bytea)",
+            _packed(f"length({prefix}_sketch)", "int4send")]
+    return (f"SELECT {keys_sql}, {', '.join(cols)} FROM {spec.table} WHERE org_id = :org "
+            f"AND bucket_s = :bs AND bucket_start >= :s AND bucket_start < :e"
+            + "".join(f" AND {c}" for c in where) + f" GROUP BY {keys_sql}")
 
 
 async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
                             params: dict[str, Any], where: list[str], group: GroupFn,
-                            source: Source) -> dict[Any, Distribution] | None:
-    """Hourly answer from day-to-date sketches: per series and UTC day, the latest hour's
-    day-to-date sketch in range, minus (on the first day) the latest one before the range.
-    Moments are summed from the hourly rows in SQL. None when a sketch is missing."""
+                            source: Source
+                            ) -> tuple[dict[Any, Distribution], SharedBins | None] | None:
+    """Hourly answer from day-to-date sketches: per series and UTC day, the day-to-date
+    sketch of its last hour in range, minus (on a partial first day) that of its last hour
+    before the range. Moments are summed from the hourly rows in SQL, grouped per series
+    and day, which also names each day's last hour; the sketches are then fetched by exact
+    (series, hour) keys. None when a needed sketch is missing."""
     keys_sql = ", ".join(spec.keys)
     nk = len(spec.keys)
     cond = "".join(f" AND {c}" for c in where)
     base = f"FROM {spec.table} WHERE org_id = :org AND bucket_s = 3600{cond}"
     moments = (await session.execute(text(
         f"SELECT {keys_sql}, sum(sample_count), sum(failure_count), sum({prefix}_count), "
-        f"min({prefix}_min), max({prefix}_max), sum({prefix}_sum), sum({prefix}_sum_sq) "
-        f"{base} AND bucket_start >= :s AND bucket_start < :e GROUP BY {keys_sql}"),
+        f"min({prefix}_min), max({prefix}_max), sum({prefix}_sum), sum({prefix}_sum_sq), "
+        f"max(bucket_start) {base} AND bucket_start >= :s AND bucket_start < :e "
+        f"GROUP BY {keys_sql}, floor(extract(epoch FROM bucket_start) / 86400)"),
         params)).all()
-    latest = (f"SELECT DISTINCT ON ({keys_sql}, d) {keys_sql}, {prefix}_dtd_sketch FROM ("
-              f"SELECT {keys_sql}, bucket_start, {prefix}_dtd_sketch, "
-              f"floor(extract(epoch FROM bucket_start) / 86400) AS d {base} "
-              f"AND bucket_start >= :a AND bucket_start < :b) x "
-              f"ORDER BY {keys_sql}, d, bucket_start DESC")
-    # Usually every series has a row in the last hour of each day part: fetch exactly those
-    # rows by key; the DISTINCT ON scan is for series with gaps.
-    day0 = _floor(source.start, 86400)
-    plus_hours = []
-    d = day0
-    while d < source.end:
-        plus_hours.append(min(d + timedelta(days=1), source.end) - timedelta(hours=1))
-        d += timedelta(days=1)
-    minus_hour = source.start - timedelta(hours=1) if day0 < source.start else None
-    exact_hours = plus_hours + ([minus_hour] if minus_hour else [])
-    exact = (await session.execute(text(
-        f"SELECT {keys_sql}, bucket_start, {prefix}_dtd_sketch {base} "
-        f"AND bucket_start = ANY(:hours)"), {**params, "hours": exact_hours})).all()
-    by_hour: dict[datetime, list[Any]] = {}
-    for r in exact:
-        by_hour.setdefault(r[nk], []).append(r)
-    series = {tuple(r[:nk]) for r in moments}
-    complete = all({tuple(r[:nk]) for r in by_hour.get(h, [])} >= series for h in plus_hours)
-    plus: list[Any]
-    if complete:
-        plus = [(*r[:nk], r[nk + 1]) for h in plus_hours for r in by_hour.get(h, [])]
-    else:
-        plus = list((await session.execute(text(latest), {**params, "a": source.start,
-                                                           "b": source.end})).all())
-    minus: list[Any] = []
-    if minus_hour is not None:
-        at_minus = by_hour.get(minus_hour, [])
-        if {tuple(r[:nk]) for r in at_minus} >= series:
-            minus = [(*r[:nk], r[nk + 1]) for r in at_minus]
-        else:
-            minus = list((await session.execute(text(latest), {**params, "a": day0,
-                                                                "b": source.start})).all())
     index: dict[Any, int] = {}
     cache: dict[tuple[Any, ...], Any] = {}
+    acc: dict[int, list[Any]] = {}
+    wanted: list[tuple[tuple[Any, ...], datetime]] = []
+    sign: list[float] = []
+    wanted_group: list[int] = []
+    series_group: dict[tuple[Any, ...], int] = {}
     for r in moments:
-        g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
-        if g is not None and g not in index:
-            index[g] = len(index)
+        key = tuple(r[:nk])
+        g = _group_key(group, key, 0.0, None, cache)
+        if g is None:
+            continue
+        j = index.get(g)
+        if j is None:
+            j = index[g] = len(index)
+            acc[j] = [0, 0, 0, math.inf, -math.inf, 0.0, 0.0]
+        a = acc[j]
+        for i in (0, 1, 2, 5, 6):
+            a[i] += float(r[nk + i] or 0)
+        if r[nk + 3] is not None:
+            a[3] = min(a[3], r[nk + 3])
+        if r[nk + 4] is not None:
+            a[4] = max(a[4], r[nk + 4])
+        wanted.append((key, r[nk + 7]))
+        sign.append(1.0)
+        wanted_group.append(j)
+        series_group[key] = j
     n = len(index)
     if n == 0:
-        return {}
+        return {}, None
+    day0 = _floor(source.start, 86400)
+    before = source.start - timedelta(hours=1)
+    first_minus = len(wanted)
+    if day0 < source.start:
+        # Usually every series has a row in the hour just before the range.
+        for key, j in series_group.items():
+            wanted.append((key, before))
+            sign.append(-1.0)
+            wanted_group.append(j)
+    fetched = await _fetch_dtd(session, spec, prefix, params, wanted)
+    if fetched is None:
+        return None
+    idx, lengths, buf = fetched
+    if day0 < source.start:
+        got = set(idx.tolist())
+        missing = [wanted[i][0] for i in range(first_minus, len(wanted)) if i not in got]
+        if missing:
+            # Series without that hour: their last hour of the day before the range.
+            latest = {tuple(r[:nk]): r[nk] for r in (await session.execute(text(
+                f"SELECT {keys_sql}, max(bucket_start) {base} AND bucket_start >= :d "
+                f"AND bucket_start < :b GROUP BY {keys_sql}"),
+                {**params, "d": day0, "b": before})).all()}
+            more = [(k, latest[k]) for k in missing if k in latest]
+            if more:
+                extra = await _fetch_dtd(session, spec, prefix, params, more)
+                if extra is None:
+                    return None
+                base_i = len(wanted)
+                for k, h in more:
+                    wanted.append((k, h))
+                    sign.append(-1.0)
+                    wanted_group.append(series_group[k])
+                idx = np.concatenate([idx, extra[0] + base_i])
+                lengths = np.concatenate([lengths, extra[1]])
+                buf += extra[2]
+    dec = decode_many(buf, lengths)
+    w_group = np.asarray(wanted_group, dtype=np.int64)[idx]
+    w_sign = np.asarray(sign)[idx]
     bins = GroupedBins(n)
-    for rows, sign in ((plus, 1.0), (minus, -1.0)):
-        for item in rows:
-            blob = item[nk]
-            if blob is None:
-                return None
-            g = _group_key(group, tuple(item[:nk]), 0.0, None, cache)
-            if g is None or g not in index:
-                continue
-            bins.add(index[g], decode(blob), sign)
+    bins.add_bins(w_group[dec.sketch], dec.keys, dec.counts * w_sign[dec.sketch])
+    bins.zero += np.bincount(w_group, weights=dec.zero * w_sign, minlength=n)
     offset, matrix = bins.matrix()
     np.maximum(matrix, 0.0, out=matrix)
     zero = np.maximum(bins.zero, 0.0)
-    acc = np.zeros((n, 5))
-    lo = np.full(n, np.inf)
-    hi = np.full(n, -np.inf)
-    for r in moments:
-        g = cache.get(tuple(r[:nk]))
-        if g is None:
-            continue
-        j = index[g]
-        acc[j] += [float(r[nk + i] or 0) for i in (0, 1, 2, 5, 6)]
-        if r[nk + 3] is not None:
-            lo[j] = min(lo[j], r[nk + 3])
-        if r[nk + 4] is not None:
-            hi[j] = max(hi[j], r[nk + 4])
     out: dict[Any, Distribution] = {}
     for g, j in index.items():
-        m = Moments(samples=int(acc[j, 0]), failures=int(acc[j, 1]), count=int(acc[j, 2]),
-                    total=float(acc[j, 3]), total_sq=float(acc[j, 4]), minimum=float(lo[j]),
-                    maximum=float(hi[j]))
+        a = acc[j]
+        m = Moments(samples=int(a[0]), failures=int(a[1]), count=int(a[2]), total=float(a[5]),
+                    total_sq=float(a[6]), minimum=float(a[3]), maximum=float(a[4]))
         row = matrix[j] if matrix.shape[1] else np.zeros(0)
         out[g] = Distribution.sketched(Sketch(offset, row, float(zero[j])), m)
-    return out
+    return out, SharedBins(offset, matrix, zero, index)
+
+
+async def _fetch_dtd(session: AsyncSession, spec: KindSpec, prefix: str, params: dict[str, Any],
+                     wanted: Sequence[tuple[tuple[Any, ...], datetime]]
+                     ) -> tuple[np.ndarray, np.ndarray, bytes] | None:
+    """Day-to-date sketches of the hourly rows at exactly the wanted (series, hour) keys:
+    (index into `wanted` of each row found, sketch lengths, concatenated sketches). None
+    when a found row has no day-to-date sketch yet."""
+    if not wanted:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), b""
+    nk = len(spec.keys)
+    arrays = ", ".join(f"CAST(:w{i} AS {t}[])" for i, t in enumerate(spec.key_types))
+    names = ", ".join(f"k{i}" for i in range(nk))
+    match = " AND ".join(f"r.{k} = x.k{i}" for i, k in enumerate(spec.keys))
+    p = {f"w{i}": [w[0][i] for w in wanted] for i in range(nk)}
+    p["wh"] = [w[1] for w in wanted]
+    row = (await session.execute(text(
+        f"SELECT {_packed('x.i::int', 'int4send')}, "
+        f"{_packed(f'length(r.{prefix}_dtd_sketch)', 'int4send')}, "
+        f"string_agg(r.{prefix}_dtd_sketch, ''::bytea), bool_or(r.{prefix}_dtd_sketch IS NULL) "
+        f"FROM unnest({arrays}, CAST(:wh AS timestamptz[])) WITH ORDINALITY "
+        f"AS x({names}, hour, i) JOIN {spec.table} r ON r.org_id = :org AND r.bucket_s = 3600 "
+        f"AND {match} AND r.bucket_start = x.hour"), {"org": params["org"], **p})).one()
+    if row[3]:
+        return None
+    if row[0] is None:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), b""
+    idx = np.frombuffer(row[0], dtype=">i4").astype(np.int64) - 1
+    lengths = np.frombuffer(row[1], dtype=">i4").astype(np.int64)
+    return idx, lengths, bytes(row[2])
 
 
 def _group_key(group: GroupFn, keys: tuple[Any, ...], t: float, window_s: int | None,
@@ -526,51 +610,71 @@ def _group_raw(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | Non
     return out
 
 
-def _group_rollups(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | None
-                   ) -> dict[Any, Distribution]:
+def _group_packed_rollups(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | None
+                          ) -> tuple[dict[Any, Distribution], SharedBins | None]:
+    """Distributions per group (and window) from `_packed_rollups_sql` rows."""
     index: dict[Any, int] = {}
     cache: dict[tuple[Any, ...], Any] = {}
-    gids: list[int] = []
-    kept: list[Any] = []
+    gids: list[np.ndarray] = []
+    cols: list[list[np.ndarray]] = [[] for _ in range(7)]
+    blobs: list[bytes] = []
+    lengths: list[np.ndarray] = []
     for r in rows:
-        g = _group_key(group, tuple(r[:nk]), r[nk], window_s, cache)
+        g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
         if g is None:
             continue
-        j = index.get(g)
-        if j is None:
-            j = index[g] = len(index)
-        gids.append(j)
-        kept.append(r)
+        t = np.frombuffer(r[nk], dtype=">f8")
+        if window_s is None:
+            j = index.get(g)
+            if j is None:
+                j = index[g] = len(index)
+            gid = np.full(t.size, j, dtype=np.int64)
+        else:
+            starts, inv = np.unique((t // window_s).astype(np.int64) * window_s,
+                                    return_inverse=True)
+            ids = np.empty(starts.size, dtype=np.int64)
+            for u, w in enumerate(starts.tolist()):
+                j = index.get((g, w))
+                if j is None:
+                    j = index[(g, w)] = len(index)
+                ids[u] = j
+            gid = ids[inv.ravel()]
+        gids.append(gid)
+        for c, dtype in enumerate((">i8", ">i8", ">i8", ">f8", ">f8", ">f8", ">f8")):
+            cols[c].append(np.frombuffer(r[nk + 1 + c], dtype=dtype))
+        blobs.append(r[nk + 8])
+        lengths.append(np.frombuffer(r[nk + 9], dtype=">i4"))
     n = len(index)
     if n == 0:
-        return {}
-    gid = np.asarray(gids, dtype=np.int64)
-    b = nk + 1
-    cols = np.array([[r[b], r[b + 1], r[b + 2], r[b + 5], r[b + 6]] for r in kept],
-                    dtype=np.float64)
-    mins = np.array([np.inf if r[b + 3] is None else r[b + 3] for r in kept])
-    maxs = np.array([-np.inf if r[b + 4] is None else r[b + 4] for r in kept])
-    samples = np.bincount(gid, weights=cols[:, 0], minlength=n)
-    failures = np.bincount(gid, weights=cols[:, 1], minlength=n)
-    counts = np.bincount(gid, weights=cols[:, 2], minlength=n)
-    sums = np.bincount(gid, weights=cols[:, 3], minlength=n)
-    sums_sq = np.bincount(gid, weights=cols[:, 4], minlength=n)
+        return {}, None
+    gid = np.concatenate(gids)
+    samples, failures, counts, mins, maxs, sums, sums_sq = (
+        np.concatenate(c).astype(np.float64) for c in cols)
+    sample_n = np.bincount(gid, weights=samples, minlength=n)
+    failure_n = np.bincount(gid, weights=failures, minlength=n)
+    value_n = np.bincount(gid, weights=counts, minlength=n)
+    total = np.bincount(gid, weights=sums, minlength=n)
+    total_sq = np.bincount(gid, weights=sums_sq, minlength=n)
     lo = np.full(n, np.inf)
     hi = np.full(n, -np.inf)
     np.minimum.at(lo, gid, mins)
     np.maximum.at(hi, gid, maxs)
+    dec = decode_many(b"".join(bytes(b) for b in blobs),
+                      np.concatenate(lengths).astype(np.int64))
+    if not np.array_equal(dec.totals(), counts):
+        raise RuntimeError("rollup sketches and counts are out of step")
     bins = GroupedBins(n)
-    for j, r in zip(gids, kept, strict=True):
-        bins.add(j, decode(r[b + 7]))
+    bins.add_bins(gid[dec.sketch], dec.keys, dec.counts)
+    bins.zero += np.bincount(gid, weights=dec.zero, minlength=n)
     offset, matrix = bins.matrix()
     out: dict[Any, Distribution] = {}
     for g, j in index.items():
-        m = Moments(samples=int(samples[j]), failures=int(failures[j]), count=int(counts[j]),
-                    total=float(sums[j]), total_sq=float(sums_sq[j]), minimum=float(lo[j]),
-                    maximum=float(hi[j]))
+        m = Moments(samples=int(sample_n[j]), failures=int(failure_n[j]),
+                    count=int(value_n[j]), total=float(total[j]), total_sq=float(total_sq[j]),
+                    minimum=float(lo[j]), maximum=float(hi[j]))
         row = matrix[j] if matrix.shape[1] else np.zeros(0)
         out[g] = Distribution.sketched(Sketch(offset, row, float(bins.zero[j])), m)
-    return out
+    return out, SharedBins(offset, matrix, bins.zero, index)
 
 
 # --- group functions ------------------------------------------------------------------

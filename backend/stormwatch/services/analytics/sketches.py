@@ -27,7 +27,9 @@ MIN_INDEXABLE = np.finfo(np.float64).tiny * GAMMA
 
 _F64 = struct.Struct("<d")
 _MAX_GAP_BINS = 24
-_MAX_SPARSE_BINS = 8
+# Outlying bins written as map entries at most; `decode_many` parses them for all sketches
+# at once, so the cap only bounds the per-sketch `decode` path.
+_MAX_SPARSE_BINS = 64
 # A map entry with a 2-byte key varint: 0x0a 0x0c 0x08 k k 0x11 <8-byte count>.
 _ENTRY = np.dtype([("head", "u1", 3), ("key", "u1", 2), ("tag", "u1"), ("count", "<f8")])
 
@@ -373,6 +375,190 @@ def decode(data: bytes) -> Sketch:
     return Sketch(offset, counts, zero)
 
 
+@dataclass
+class DecodedBins:
+    """Many sketches decoded at once: bin triples (sketch index, key, count) and each
+    sketch's zero count and total count."""
+
+    sketch: NDArray[np.int64]
+    keys: NDArray[np.int64]
+    counts: NDArray[np.float64]
+    zero: NDArray[np.float64]
+
+    def totals(self) -> NDArray[np.float64]:
+        n = self.zero.size
+        return np.bincount(self.sketch, weights=self.counts, minlength=n) + self.zero
+
+
+class _Cursor:
+    """Vectorised reads at one position per sketch of a concatenated buffer."""
+
+    def __init__(self, buf: NDArray[np.uint8]) -> None:
+        self.b = buf
+        self.last = buf.size - 1
+        # Doubles at any byte offset: one zero-copy view per alignment.
+        self.views = [np.frombuffer(buf, dtype="<f8", offset=a, count=(buf.size - a) // 8)
+                      for a in range(min(8, buf.size))]
+
+    def at(self, pos: NDArray[np.int64]) -> NDArray[np.int64]:
+        return self.b[np.clip(pos, 0, self.last)].astype(np.int64)
+
+    def varint(self, pos: NDArray[np.int64]
+               ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+        """(value, length, ok) of varints of up to 4 bytes at `pos`."""
+        value = np.zeros(pos.size, dtype=np.int64)
+        length = np.zeros(pos.size, dtype=np.int64)
+        more = np.ones(pos.size, dtype=bool)
+        for i in range(4):
+            byte = self.at(pos + i)
+            value |= np.where(more, (byte & 0x7F) << (7 * i), 0)
+            length += more
+            more &= (byte & 0x80) != 0
+        return value, length, ~more
+
+    def doubles(self, pos: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Little-endian doubles at `pos` (0.0 where fewer than 8 bytes remain)."""
+        out = np.zeros(pos.size)
+        inside = (pos >= 0) & (pos + 8 <= self.b.size)
+        align = pos % 8
+        for a, view in enumerate(self.views):
+            m = inside & (align == a)
+            if m.any():
+                out[m] = view[(pos[m] - a) // 8]
+        return out
+
+
+def _unzigzag_arr(n: NDArray[np.int64]) -> NDArray[np.int64]:
+    return (n >> 1) ^ -(n & 1)
+
+
+def decode_many(buf: bytes, lengths: NDArray[np.int64]) -> DecodedBins:
+    """Decode the sketches concatenated in `buf` (their byte lengths in order) at once.
+
+    Sketches laid out as `encode` writes them (the 1% mapping, then a store of optional
+    sparse entries, a contiguous array and its offset, then an optional zero count) are
+    parsed with array operations across all sketches; any other layout goes through
+    `decode`, which also rejects foreign mappings. Merging thousands of stored sketches
+    is then a few numpy passes instead of a Python loop per sketch.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    n = lengths.size
+    if n == 0:
+        return DecodedBins(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
+                           np.zeros(0))
+    b = np.frombuffer(buf, dtype=np.uint8)
+    if b.size != int(lengths.sum()):
+        raise SketchDecodeError("sketch lengths do not add up to the buffer")
+    cur = _Cursor(b if b.size else np.zeros(1, np.uint8))
+    start = np.cumsum(lengths) - lengths
+    end = start + lengths
+    mapping = np.frombuffer(_MAPPING, dtype=np.uint8)
+    ok = lengths >= mapping.size
+    ok &= (cur.at(start[:, None] + np.arange(mapping.size)) == mapping).all(axis=1)
+    pos = start + mapping.size
+    # positiveValues store (field 2)
+    has_store = ok & (pos < end) & (cur.at(pos) == 0x12)
+    store_len, vlen, vok = cur.varint(pos + 1)
+    ok &= ~has_store | vok
+    store_start = np.where(has_store, pos + 1 + vlen, pos)
+    store_end = np.where(has_store, store_start + store_len, pos)
+    ok &= store_end <= end
+    p = store_start.copy()
+    sp_sketch: list[NDArray[np.int64]] = []
+    sp_keys: list[NDArray[np.int64]] = []
+    sp_counts: list[NDArray[np.float64]] = []
+    # Sparse entries: 0x0a len 0x08 <zigzag key varint> 0x11 <count double>. Runs of the
+    # 14-byte form (2-byte keys, what `encode` writes for latencies) are counted per sketch,
+    # then parsed in one pass; any other entry goes through the general loop below.
+    nfix = np.zeros(n, dtype=np.int64)
+    act = np.flatnonzero(ok & (p < store_end))
+    q = p[act]
+    while act.size:
+        k0, k1 = cur.at(q + 3), cur.at(q + 4)
+        fixed = ((q + 14 <= store_end[act]) & (cur.at(q) == 0x0A) & (cur.at(q + 1) == 0x0C)
+                 & (cur.at(q + 2) == 0x08) & ((k0 & 0x80) != 0) & ((k1 & 0x80) == 0)
+                 & (cur.at(q + 5) == 0x11))
+        act, q = act[fixed], q[fixed] + 14
+        nfix[act] += 1
+    if nfix.any():
+        has = np.flatnonzero(nfix)
+        within = np.arange(int(nfix.sum())) - np.repeat(np.cumsum(nfix[has]) - nfix[has],
+                                                       nfix[has])
+        at = np.repeat(p[has], nfix[has]) + 14 * within
+        zz = (cur.at(at + 3) & 0x7F) | (cur.at(at + 4) << 7)
+        sp_sketch.append(np.repeat(has, nfix[has]))
+        sp_keys.append(_unzigzag_arr(zz))
+        sp_counts.append(cur.doubles(at + 6))
+        p = p + 14 * nfix
+    while True:
+        active = ok & (p < store_end) & (cur.at(p) == 0x0A)
+        if not active.any():
+            break
+        idx = np.flatnonzero(active)
+        q = p[idx]
+        elen = cur.at(q + 1)
+        key, klen, kok = cur.varint(q + 3)
+        good = (elen < 0x80) & (cur.at(q + 2) == 0x08) & kok & (elen == klen + 10)
+        good &= cur.at(q + 3 + klen) == 0x11
+        ok[idx[~good]] = False
+        idx, q, key, klen = idx[good], q[good], key[good], klen[good]
+        sp_sketch.append(idx)
+        sp_keys.append(_unzigzag_arr(key))
+        sp_counts.append(cur.doubles(q + 4 + klen))
+        p[idx] = q + 4 + klen + 8
+    # Contiguous counts (field 2 of the store) and their offset (field 3).
+    dense = ok & (p < store_end) & (cur.at(p) == 0x12)
+    dlen, vlen, vok = cur.varint(p + 1)
+    ok &= ~dense | (vok & (dlen % 8 == 0))
+    dlen = np.where(dense & ok, dlen, 0)
+    dstart = np.where(dense, p + 1 + vlen, p)
+    p = dstart + dlen
+    has_off = ok & (p < store_end) & (cur.at(p) == 0x18)
+    off, vlen, vok = cur.varint(p + 1)
+    ok &= ~has_off | vok
+    offset = np.where(has_off, _unzigzag_arr(off), 0)
+    p = np.where(has_off, p + 1 + vlen, p)
+    ok &= p == store_end
+    # zeroCount (field 4)
+    p = store_end
+    has_zero = ok & (p < end) & (cur.at(p) == 0x21) & (end - p == 9)
+    zero = np.where(has_zero, cur.doubles(p + 1), 0.0)
+    ok &= has_zero | (p == end)
+
+    good = np.flatnonzero(ok & (dlen > 0))
+    parts_sketch: list[NDArray[np.int64]] = []
+    parts_keys: list[NDArray[np.int64]] = []
+    parts_counts: list[NDArray[np.float64]] = []
+    # Each contiguous array is read through the view of its byte alignment.
+    for a, view in enumerate(cur.views):
+        runs = good[dstart[good] % 8 == a]
+        if not runs.size:
+            continue
+        nbins = dlen[runs] // 8
+        within = np.arange(int(nbins.sum())) - np.repeat(np.cumsum(nbins) - nbins, nbins)
+        parts_sketch.append(np.repeat(runs, nbins))
+        parts_keys.append(np.repeat(offset[runs], nbins) + within)
+        parts_counts.append(view[np.repeat((dstart[runs] - a) // 8, nbins) + within])
+    for idx, keys, counts in zip(sp_sketch, sp_keys, sp_counts, strict=True):
+        keep = ok[idx]
+        parts_sketch.append(idx[keep])
+        parts_keys.append(keys[keep])
+        parts_counts.append(counts[keep])
+    zero = np.where(ok, zero, 0.0)
+    for i in np.flatnonzero(~ok).tolist():
+        sk = decode(buf[int(start[i]) : int(end[i])])
+        parts_sketch.append(np.full(sk.counts.size, i, dtype=np.int64))
+        parts_keys.append(np.arange(sk.counts.size, dtype=np.int64) + sk.offset)
+        parts_counts.append(np.asarray(sk.counts, dtype=np.float64))
+        zero[i] = sk.zero_count
+    if not parts_counts:
+        return DecodedBins(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), zero)
+    counts = np.concatenate(parts_counts)
+    nz = counts != 0
+    return DecodedBins(np.concatenate(parts_sketch)[nz], np.concatenate(parts_keys)[nz],
+                       counts[nz], zero)
+
+
 # --- merging and quantiles ------------------------------------------------------------
 
 
@@ -427,6 +613,14 @@ class GroupedBins:
                                 sketch.counts if sign == 1.0 else sketch.counts * sign))
         if sketch.zero_count:
             self.zero[group] += sign * sketch.zero_count
+
+    def add_bins(self, groups: NDArray[np.int64], keys: NDArray[np.int64],
+                 counts: NDArray[np.float64]) -> None:
+        """Bins given as (group, key, count) triples, e.g. from `decode_many`."""
+        if keys.size:
+            self._groups.append(np.asarray(groups, dtype=np.int64))
+            self._keys.append(np.asarray(keys, dtype=np.int64))
+            self._counts.append(np.asarray(counts, dtype=np.float64))
 
     def add_blob(self, group: int, blob: bytes | None) -> None:
         if blob:
