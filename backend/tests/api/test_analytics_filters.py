@@ -222,3 +222,41 @@ def test_heatmap_cells_hold_the_statistic_of_their_pairs(client: httpx.Client,  
             else:
                 want = float(np.quantile(values, q, method="lower"))
                 assert abs(got - want) / want <= 0.01, (key, stat, got, want)
+
+
+def test_a_range_older_than_the_raw_retention_is_answered_from_rollups(
+        client: httpx.Client, make_org: Callable, db: Engine) -> None:  # noqa: F811
+    org = make_org()
+    headers = {"Authorization": f"Bearer {org.api_key}"}
+    a = enroll(client, org.enrollment_token, "old-a", provider="aws", region="us-east-1")
+    b = enroll(client, org.enrollment_token, "old-b", provider="aws", region="us-east-1")
+    start = rollups.floor_time(datetime.now(UTC) - timedelta(hours=30), 60)
+    v = np.round(np.random.default_rng(8).lognormal(np.log(700), 0.3, SECONDS))
+    t0 = int(start.timestamp() * 1_000_000)
+    r = post_batch(client, a, {"batch_id": str(uuid.uuid4()), "agent_id": a.agent_id, "mesh": {
+        "peers": [b.agent_id], "time_us": (t0 + np.arange(SECONDS) * 1_000_000).tolist(),
+        "peer_idx": [0] * SECONDS, "round": list(range(SECONDS)),
+        "payload_bytes": [1024] * SECONDS, "rtt_us": v.astype(int).tolist(),
+        "status": [0] * SECONDS}})
+    assert r.status_code == 202, r.text
+    with db.begin() as conn:
+        rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(seconds=SECONDS),
+                                uuid.UUID(org.org_id))
+    r = client.patch("/api/v1/org", json={"raw_retention_days": 1}, headers=headers)
+    assert r.status_code == 200, r.text
+    params = {"start": start.isoformat(),
+              "end": (start + timedelta(seconds=SECONDS)).isoformat(),
+              "src": a.agent_id, "dst": b.agent_id}
+    body = client.get("/api/v1/analytics/mesh/summary", headers=headers, params=params).json()
+    assert body["source"]["resolution"] == "1m"  # a 10-minute pair range, but raw is gone
+    (g,) = body["groups"]
+    assert g["count"] == SECONDS
+    want = float(np.quantile(v, 0.5, method="lower"))
+    assert abs(g["percentiles"]["p50"] - want) / want <= 0.01
+    r = client.get("/api/v1/analytics/mesh/series", headers=headers,
+                   params={**params, "window_s": 30})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "window_s"]
+    r = client.get("/api/v1/analytics/mesh/series", headers=headers,
+                   params={**params, "window_s": 120})
+    assert r.status_code == 200 and r.json()["source"]["resolution"] == "1m"
+    assert sum(w["count"] for w in r.json()["groups"][0]["windows"]) == SECONDS

@@ -120,6 +120,7 @@ class AgentInfo:
 class Fleet:
     agents: dict[uuid.UUID, AgentInfo]
     topology: dict[tuple[uuid.UUID, uuid.UUID], str]
+    raw_retention_days: int | None = None  # the org's; raw samples older are deleted
 
     def level_of(self, agent: uuid.UUID, level: str) -> str:
         a = self.agents.get(agent)
@@ -149,7 +150,9 @@ async def load_fleet(session: AsyncSession, org_id: uuid.UUID) -> Fleet:
     topo = {(r.src_agent_id, r.dst_agent_id): r.topology_class for r in (await session.execute(
         text("SELECT src_agent_id, dst_agent_id, topology_class FROM agent_pairs "
              "WHERE org_id = :o"), {"o": org_id})).all()}
-    return Fleet(agents, topo)
+    days = (await session.execute(text("SELECT raw_retention_days FROM orgs WHERE id = :o"),
+                                  {"o": org_id})).scalar()
+    return Fleet(agents, topo, days)
 
 
 @dataclass
@@ -178,14 +181,16 @@ def _ceil(t: datetime, s: int) -> datetime:
 
 
 def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
-                  n_series: int | None = None) -> Source:
+                  n_series: int | None = None, raw_since: datetime | None = None) -> Source:
     """Raw for short ranges; otherwise the finest rollup level whose row count for the
-    selected series stays within ROLLUP_ROW_BUDGET (and no coarser than the window)."""
+    selected series stays within ROLLUP_ROW_BUDGET (and no coarser than the window).
+    Ranges starting before `raw_since` (the raw retention) always come from rollups."""
     span = f.end - f.start
     res: str = f.resolution
+    raw_kept = raw_since is None or f.start >= raw_since
     if res == "auto":
         raw_max = RAW_MAX_FEW_SERIES if few_series else RAW_MAX_FLEET
-        if span <= raw_max:
+        if span <= raw_max and raw_kept:
             res = "raw"
         else:
             series = max(n_series or 1, 1)
@@ -207,6 +212,9 @@ def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
                     res = cand
                     break
     if res == "raw":
+        if f.resolution == "auto" and not raw_kept:
+            raise QueryError("window_s", "raw samples before the raw retention are deleted and "
+                             "rollups answer: window_s must be a multiple of 60 s")
         return Source("raw", f.start, f.end)
     s = RES_SECONDS[res]
     if window_s is not None and window_s % s:
@@ -381,7 +389,9 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
     fleet = fleet or await load_fleet(session, org_id)
     params: dict[str, Any] = {"org": org_id}
     where, n_series = _where(spec, fleet, f, params)
-    source = choose_source(f, few_series(spec, f), window_s, n_series)
+    raw_since = (datetime.now(UTC) - timedelta(days=fleet.raw_retention_days)
+                 if fleet.raw_retention_days else None)
+    source = choose_source(f, few_series(spec, f), window_s, n_series, raw_since)
     params.update(s=source.start, e=source.end)
     nk = len(spec.keys)
     keys_sql = ", ".join(spec.keys)
