@@ -1,9 +1,9 @@
 """Hourly answers over more than 4 h merge day-to-date sketches (the latest hour's of each
 UTC day, minus the one before the range on its first day). Over a multi-day range with
 partial first and last days, on heavy-tailed data, their tail percentiles must match numpy
-on the posted samples within 1%: with every series complete, and with a series missing the
-hour before the range and the last hour of a day (the paths that look the latest sketch
-up per series)."""
+on the posted samples within 1%: with every series complete, with a series missing the hour
+before the range and the last hour of a day (the paths that look the latest sketch up per
+series), and with one that has no samples in the range's first day."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def days(client: httpx.Client, make_org: Callable, db: Engine) -> Days:  # noqa:
     org = make_org()
     agents = {n: enroll(client, org.enrollment_token, f"dtd-{n}", provider="aws", region=r,
                         zone=f"{r}a") for n, r in (("a", "us-east-1"), ("b", "us-east-1"),
-                                                   ("c", "eu-west-1"))}
+                                                   ("c", "eu-west-1"), ("d", "eu-west-1"))}
     rng = np.random.default_rng(31)
     now = datetime.now(UTC)
     day0 = rollups.floor_time(now - timedelta(days=3), 86400)
@@ -55,13 +55,16 @@ def days(client: httpx.Client, make_org: Callable, db: Engine) -> Days:  # noqa:
     start = day0 + timedelta(hours=5)
     end = rollups.floor_time(now, 3600) - timedelta(hours=1)
     ts, vs = {}, {}
-    for dst, median in (("b", 900.0), ("c", 75_000.0)):
+    for dst, median in (("b", 900.0), ("c", 75_000.0), ("d", 80_000.0)):
         t = np.arange(day0.timestamp(), last.timestamp(), STEP_S) + rng.uniform(0, 1)
         if dst == "c":
             # a -> c misses the hour before the range and the last hour of the first day
             for hour in (4, 23):
                 gap = day0.timestamp() + hour * 3600
                 t = t[(t < gap) | (t >= gap + 3600)]
+        if dst == "d":
+            # a -> d has samples on the first day only before the range
+            t = t[(t < start.timestamp()) | (t >= day0.timestamp() + 86400)]
         v = heavy_tailed(rng, t.size, median).astype(float)
         # Samples outside the queried range are 3x slower: any hour wrongly merged in (or
         # a day-to-date sketch not subtracted) moves every percentile.
@@ -101,7 +104,7 @@ def _check(got: dict[str, Any], values: np.ndarray) -> None:
 def test_day_to_date_tails_match_numpy_over_several_days(client: httpx.Client,  # noqa: F811
                                                          days: Days, pairs: str) -> None:
     a = days.agents["a"].agent_id
-    dsts = ["b"] if pairs == "complete series" else ["b", "c"]
+    dsts = ["b"] if pairs == "complete series" else ["b", "c", "d"]
     assert days.end - days.start > timedelta(days=2)
     r = client.get("/api/v1/analytics/mesh/summary", headers=days.headers, params={
         "start": days.start.isoformat(), "end": days.end.isoformat(), "resolution": "1h",
@@ -138,7 +141,7 @@ def test_the_dashboard_heatmap_s_hourly_tails_match_numpy(client: httpx.Client, 
     assert r.status_code == 200, r.text
     cells = {(c["src"], c["dst"]): c for c in r.json()["cells"]}
     q = float(stat[1:]) / 100
-    for d in ("b", "c"):
+    for d in ("b", "c", "d"):
         values = days.in_range(d)
         cell = cells[("dtd-a", f"dtd-{d}")]
         want = float(np.quantile(values, q, method="lower"))
@@ -148,6 +151,8 @@ def test_the_dashboard_heatmap_s_hourly_tails_match_numpy(client: httpx.Client, 
         "start": days.start.isoformat(), "end": days.end.isoformat(), "resolution": "1h",
         "level": "region", "stat": stat})
     region = {(c["src"], c["dst"]): c["value"] for c in r.json()["cells"]}
-    for d, reg in (("b", "us-east-1"), ("c", "eu-west-1")):
-        want = float(np.quantile(days.in_range(d), q, method="lower"))
-        assert abs(region[("us-east-1", reg)] - want) / want <= 0.01
+    want = float(np.quantile(days.in_range("b"), q, method="lower"))
+    assert abs(region[("us-east-1", "us-east-1")] - want) / want <= 0.01
+    eu = np.concatenate([days.in_range("c"), days.in_range("d")])
+    want = float(np.quantile(eu, q, method="lower"))
+    assert abs(region[("us-east-1", "eu-west-1")] - want) / want <= 0.01

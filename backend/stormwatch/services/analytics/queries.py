@@ -448,9 +448,11 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
                             ) -> tuple[dict[Any, Distribution], SharedBins | None] | None:
     """Hourly answer from day-to-date sketches: per series and UTC day, the day-to-date
     sketch of its last hour in range, minus (on a partial first day) that of its last hour
-    before the range. Moments are summed from the hourly rows in SQL, grouped per series
-    and day, which also names each day's last hour; the sketches are then fetched by exact
-    (series, hour) keys. None when a needed sketch is missing."""
+    before the range. Moments are summed from the hourly rows in SQL, with each series'
+    first and last hour in range; the sketches are then fetched by exact (series, hour)
+    keys: the last hour for the last day, 23:00 for the days before, the hour before the
+    range for the minus. Only series with gaps at those hours need a second look-up.
+    None when a needed sketch is missing."""
     keys_sql = ", ".join(spec.keys)
     nk = len(spec.keys)
     cond = "".join(f" AND {c}" for c in where)
@@ -458,16 +460,19 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
     moments = (await session.execute(text(
         f"SELECT {keys_sql}, sum(sample_count), sum(failure_count), sum({prefix}_count), "
         f"min({prefix}_min), max({prefix}_max), sum({prefix}_sum), sum({prefix}_sum_sq), "
-        f"max(bucket_start) {base} AND bucket_start >= :s AND bucket_start < :e "
-        f"GROUP BY {keys_sql}, floor(extract(epoch FROM bucket_start) / 86400)"),
-        params)).all()
+        f"min(bucket_start), max(bucket_start) {base} AND bucket_start >= :s "
+        f"AND bucket_start < :e GROUP BY {keys_sql}"), params)).all()
     index: dict[Any, int] = {}
     cache: dict[tuple[Any, ...], Any] = {}
     acc: dict[int, list[Any]] = {}
     wanted: list[tuple[tuple[Any, ...], datetime]] = []
     sign: list[float] = []
     wanted_group: list[int] = []
+    wanted_day: list[datetime | None] = []
     series_group: dict[tuple[Any, ...], int] = {}
+    day0 = _floor(source.start, 86400)
+    day = timedelta(days=1)
+    last_hour = timedelta(hours=23)
     for r in moments:
         key = tuple(r[:nk])
         g = _group_key(group, key, 0.0, None, cache)
@@ -476,7 +481,7 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
         j = index.get(g)
         if j is None:
             j = index[g] = len(index)
-            acc[j] = [0, 0, 0, math.inf, -math.inf, 0.0, 0.0]
+            acc[j] = [0.0, 0.0, 0.0, math.inf, -math.inf, 0.0, 0.0]
         a = acc[j]
         for i in (0, 1, 2, 5, 6):
             a[i] += float(r[nk + i] or 0)
@@ -484,51 +489,70 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
             a[3] = min(a[3], r[nk + 3])
         if r[nk + 4] is not None:
             a[4] = max(a[4], r[nk + 4])
-        wanted.append((key, r[nk + 7]))
-        sign.append(1.0)
-        wanted_group.append(j)
+        first, last = r[nk + 7], r[nk + 8]
+        d, last_day = _floor(first, 86400), _floor(last, 86400)
+        while d <= last_day:
+            wanted.append((key, last if d == last_day else d + last_hour))
+            sign.append(1.0)
+            wanted_group.append(j)
+            wanted_day.append(d)
+            d += day
         series_group[key] = j
     n = len(index)
     if n == 0:
         return {}, None
-    day0 = _floor(source.start, 86400)
     before = source.start - timedelta(hours=1)
-    first_minus = len(wanted)
     if day0 < source.start:
-        # Usually every series has a row in the hour just before the range.
         for key, j in series_group.items():
             wanted.append((key, before))
             sign.append(-1.0)
             wanted_group.append(j)
+            wanted_day.append(None)
     fetched = await _fetch_dtd(session, spec, prefix, params, wanted)
     if fetched is None:
         return None
     idx, lengths, buf = fetched
-    if day0 < source.start:
-        got = set(idx.tolist())
-        missing = [wanted[i][0] for i in range(first_minus, len(wanted)) if i not in got]
-        if missing:
-            # Series without that hour: their last hour of the day before the range.
-            latest = {tuple(r[:nk]): r[nk] for r in (await session.execute(text(
+    got = set(idx.tolist())
+    missing = [i for i in range(len(wanted)) if i not in got]
+    if missing:
+        # Gaps at the expected hours: look up the actual last hour of those series' days.
+        plus_last: dict[tuple[Any, ...], datetime] = {}
+        if any(wanted_day[i] is not None for i in missing):
+            plus_last = {(*r[:nk], r[nk]): r[nk + 1] for r in (await session.execute(text(
+                f"SELECT {keys_sql}, date_trunc('day', bucket_start, 'UTC'), "
+                f"max(bucket_start) {base} AND bucket_start >= :s AND bucket_start < :e "
+                f"GROUP BY 1{''.join(f', {i + 2}' for i in range(nk))}"), params)).all()}
+        minus_last: dict[tuple[Any, ...], datetime] = {}
+        if any(wanted_day[i] is None for i in missing):
+            minus_last = {tuple(r[:nk]): r[nk] for r in (await session.execute(text(
                 f"SELECT {keys_sql}, max(bucket_start) {base} AND bucket_start >= :d "
                 f"AND bucket_start < :b GROUP BY {keys_sql}"),
                 {**params, "d": day0, "b": before})).all()}
-            more = [(k, latest[k]) for k in missing if k in latest]
-            if more:
-                extra = await _fetch_dtd(session, spec, prefix, params, more)
-                if extra is None:
-                    return None
-                base_i = len(wanted)
-                for k, h in more:
-                    wanted.append((k, h))
-                    sign.append(-1.0)
-                    wanted_group.append(series_group[k])
-                idx = np.concatenate([idx, extra[0] + base_i])
-                lengths = np.concatenate([lengths, extra[1]])
-                buf += extra[2]
+        more: list[tuple[tuple[Any, ...], datetime]] = []
+        more_of: list[int] = []
+        for i in missing:
+            key, d_i = wanted[i][0], wanted_day[i]
+            hour = minus_last.get(key) if d_i is None else plus_last.get((*key, d_i))
+            if hour is not None:
+                more.append((key, hour))
+                more_of.append(i)
+        if more:
+            extra = await _fetch_dtd(session, spec, prefix, params, more)
+            if extra is None:
+                return None
+            idx = np.concatenate([idx, np.asarray(more_of, dtype=np.int64)[extra[0]]])
+            lengths = np.concatenate([lengths, extra[1]])
+            buf += extra[2]
+    # The hour before the range is subtracted only from a first-day sketch actually added.
+    found = set(idx.tolist())
+    with_day0 = {wanted[i][0] for i in found if wanted_day[i] == day0}
+    weight = np.asarray(sign)
+    for i in found:
+        if wanted_day[i] is None and wanted[i][0] not in with_day0:
+            weight[i] = 0.0
     dec = decode_many(buf, lengths)
     w_group = np.asarray(wanted_group, dtype=np.int64)[idx]
-    w_sign = np.asarray(sign)[idx]
+    w_sign = weight[idx]
     bins = GroupedBins(n)
     bins.add_bins(w_group[dec.sketch], dec.keys, dec.counts * w_sign[dec.sketch])
     bins.zero += np.bincount(w_group, weights=dec.zero * w_sign, minlength=n)

@@ -401,7 +401,7 @@ class _Cursor:
                       for a in range(min(8, buf.size))]
 
     def at(self, pos: NDArray[np.int64]) -> NDArray[np.int64]:
-        return self.b[np.clip(pos, 0, self.last)].astype(np.int64)
+        return self.b[np.minimum(pos, self.last)].astype(np.int64)
 
     def varint(self, pos: NDArray[np.int64]
                ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
@@ -473,21 +473,24 @@ def decode_many(buf: bytes, lengths: NDArray[np.int64]) -> DecodedBins:
     nfix = np.zeros(n, dtype=np.int64)
     act = np.flatnonzero(ok & (p < store_end))
     q = p[act]
+    end_act = store_end[act]
     while act.size:
-        k0, k1 = cur.at(q + 3), cur.at(q + 4)
-        fixed = ((q + 14 <= store_end[act]) & (cur.at(q) == 0x0A) & (cur.at(q + 1) == 0x0C)
-                 & (cur.at(q + 2) == 0x08) & ((k0 & 0x80) != 0) & ((k1 & 0x80) == 0)
-                 & (cur.at(q + 5) == 0x11))
-        act, q = act[fixed], q[fixed] + 14
+        # the entry tag and length only; the rest of each entry is checked in bulk below
+        fixed = (q + 14 <= end_act) & (cur.at(q) == 0x0A) & (cur.at(q + 1) == 0x0C)
+        act, q, end_act = act[fixed], q[fixed] + 14, end_act[fixed]
         nfix[act] += 1
     if nfix.any():
         has = np.flatnonzero(nfix)
         within = np.arange(int(nfix.sum())) - np.repeat(np.cumsum(nfix[has]) - nfix[has],
                                                        nfix[has])
+        owner = np.repeat(has, nfix[has])
         at = np.repeat(p[has], nfix[has]) + 14 * within
-        zz = (cur.at(at + 3) & 0x7F) | (cur.at(at + 4) << 7)
-        sp_sketch.append(np.repeat(has, nfix[has]))
-        sp_keys.append(_unzigzag_arr(zz))
+        k0, k1 = cur.at(at + 3), cur.at(at + 4)
+        bad = ((cur.at(at + 2) != 0x08) | ((k0 & 0x80) == 0) | ((k1 & 0x80) != 0)
+               | (cur.at(at + 5) != 0x11))
+        ok[owner[bad]] = False  # another layout: these sketches go through `decode`
+        sp_sketch.append(owner)
+        sp_keys.append(_unzigzag_arr((k0 & 0x7F) | (k1 << 7)))
         sp_counts.append(cur.doubles(at + 6))
         p = p + 14 * nfix
     while True:
