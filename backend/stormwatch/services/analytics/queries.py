@@ -36,6 +36,10 @@ HOUR_MAX = timedelta(days=60)
 RAW_ROW_LIMIT = 5_000_000
 # Rollup rows a query may merge when the resolution is chosen automatically.
 ROLLUP_ROW_BUDGET = 50_000
+# Minute rollups with covering per-series indexes (migration 0005), and the longest sketch
+# those indexes hold.
+MINUTE_SERIES_INDEXED = ("mesh_rollups", "quorum_rollups")
+MINUTE_INDEX_SKETCH_MAX = 1500
 # Beyond this span, hourly answers merge day-to-date sketches rather than every hour's.
 DAY_TO_DATE_MIN_SPAN = timedelta(hours=4)
 
@@ -414,8 +418,9 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
         dtd = await _load_day_to_date(session, spec, prefix, params, where, group, source)
         if dtd is not None:
             return Grouped(source, *dtd)
-    params["bs"] = source.bucket_s
-    rows = (await session.execute(text(_packed_rollups_sql(spec, prefix, where)), params)).all()
+    assert source.bucket_s is not None
+    rows = (await session.execute(text(_packed_rollups_sql(spec, prefix, where, source.bucket_s)),
+                                  params)).all()
     return Grouped(source, *_group_packed_rollups(rows, nk, group, window_s))
 
 
@@ -423,12 +428,27 @@ def _packed(expr: str, send: str) -> str:
     return f"string_agg({send}({expr}), ''::bytea)"
 
 
-def _packed_rollups_sql(spec: KindSpec, prefix: str, where: list[str]) -> str:
+def _packed_rollups_sql(spec: KindSpec, prefix: str, where: list[str], bucket_s: int) -> str:
     """One row per series, each column the series' rows packed as binary (big-endian
     numbers, concatenated sketches with their lengths): thousands of rollup rows reach
     numpy as a few byte strings instead of Python row objects. The aggregates of one
-    query see the rows in the same order, so the columns stay aligned."""
+    query see the rows in the same order, so the columns stay aligned.
+
+    Minute rows of mesh and quorum series are read through the covering per-series indexes
+    of migration 0005 (an index-only scan of adjacent pages) and, for the rare rows whose
+    sketch is too long for that index, through its key-only companion."""
     keys_sql = ", ".join(spec.keys)
+    match = (f"org_id = :org AND bucket_s = {int(bucket_s)} AND bucket_start >= :s "
+             f"AND bucket_start < :e" + "".join(f" AND {c}" for c in where))
+    source = f"{spec.table} WHERE {match}"
+    if bucket_s == 60 and spec.table in MINUTE_SERIES_INDEXED and prefix == spec.value_prefix:
+        fields = ", ".join([*spec.keys, "bucket_start", "sample_count", "failure_count",
+                            *(f"{prefix}_{c}" for c in ("count", "min", "max", "sum", "sum_sq",
+                                                         "sketch"))])
+        length = f"length({prefix}_sketch)"
+        source = (f"(SELECT {fields} FROM {spec.table} WHERE {match} AND {length} <= "
+                  f"{MINUTE_INDEX_SKETCH_MAX} UNION ALL SELECT {fields} FROM {spec.table} "
+                  f"WHERE {match} AND {length} > {MINUTE_INDEX_SKETCH_MAX}) AS r")
     cols = [_packed("extract(epoch FROM bucket_start)::float8", "float8send"),
             _packed("sample_count", "int8send"), _packed("failure_count", "int8send"),
             _packed(f"{prefix}_count", "int8send"),
@@ -437,9 +457,7 @@ def _packed_rollups_sql(spec: KindSpec, prefix: str, where: list[str]) -> str:
             _packed(f"{prefix}_sum", "float8send"), _packed(f"{prefix}_sum_sq", "float8send"),
             f"string_agg({prefix}_sketch, ''::bytea)",
             _packed(f"length({prefix}_sketch)", "int4send")]
-    return (f"SELECT {keys_sql}, {', '.join(cols)} FROM {spec.table} WHERE org_id = :org "
-            f"AND bucket_s = :bs AND bucket_start >= :s AND bucket_start < :e"
-            + "".join(f" AND {c}" for c in where) + f" GROUP BY {keys_sql}")
+    return f"SELECT {keys_sql}, {', '.join(cols)} FROM {source} GROUP BY {keys_sql}"
 
 
 async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
