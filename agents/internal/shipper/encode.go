@@ -59,6 +59,11 @@ type dict struct {
 	ids []string
 }
 
+func (d *dict) reset() {
+	clear(d.idx)
+	d.ids = d.ids[:0]
+}
+
 func (d *dict) index(id string) int {
 	if d.idx == nil {
 		d.idx = map[string]int{}
@@ -174,17 +179,46 @@ type quorumRow struct {
 	status  sample.Status
 }
 
-// encodeJSON renders a batch exactly as docs/api.md "Ingest" describes it.
-func encodeJSON(batchID, agentID string, c *content) []byte {
-	e := &enc{b: make([]byte, 0, 64+40*c.counts().Total())}
+// encoder renders batches; it keeps its buffers and its gzip writer from one batch to the next,
+// so that a cut costs little more than the compressed bytes it returns.
+type encoder struct {
+	e             enc
+	peers, groups dict
+	mrows         []meshRow
+	qrows         []quorumRow
+	zbuf          bytes.Buffer
+	zw            *gzip.Writer
+}
+
+// batch returns the gzip-compressed JSON of a batch, in a slice of its own.
+func (x *encoder) batch(batchID, agentID string, c *content) []byte {
+	body := x.json(batchID, agentID, c)
+	x.zbuf.Reset()
+	if x.zw == nil {
+		x.zw, _ = gzip.NewWriterLevel(&x.zbuf, gzip.BestSpeed)
+	} else {
+		x.zw.Reset(&x.zbuf)
+	}
+	_, _ = x.zw.Write(body)
+	_ = x.zw.Close()
+	return bytes.Clone(x.zbuf.Bytes())
+}
+
+// json renders a batch exactly as docs/api.md "Ingest" describes it, into the encoder's
+// buffer; the result is valid until the next call.
+func (x *encoder) json(batchID, agentID string, c *content) []byte {
+	e := &x.e
+	e.b = e.b[:0]
 	e.raw(`{"batch_id":`)
 	e.str(batchID)
 	e.raw(`,"agent_id":`)
 	e.str(agentID)
 
-	var peers, groups dict
-	var mrows []meshRow
-	var qrows []quorumRow
+	peers, groups := &x.peers, &x.groups
+	peers.reset()
+	groups.reset()
+	mrows, qrows := x.mrows[:0], x.qrows[:0]
+	defer func() { x.mrows, x.qrows = mrows[:0], qrows[:0] }()
 	for _, b := range c.mesh {
 		for _, s := range b.Mesh {
 			mrows = append(mrows, meshRow{b.BaseTimeUS + int64(s.TimeOffUS), peers.index(b.Peers[s.Peer]),
@@ -293,13 +327,4 @@ func encodeJSON(batchID, agentID string, c *content) []byte {
 	}
 	e.raw("}")
 	return e.b
-}
-
-// gzipBytes compresses a batch body.
-func gzipBytes(b []byte) []byte {
-	var out bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&out, gzip.BestSpeed)
-	_, _ = zw.Write(b)
-	_ = zw.Close()
-	return out.Bytes()
 }

@@ -56,6 +56,8 @@ type Shipper struct {
 	storage    []sample.Storage
 	throughput []sample.Throughput
 
+	enc encoder // Run's goroutine only
+
 	maxSamples atomic.Int64
 	maxAge     atomic.Int64
 	finalCut   chan struct{}
@@ -195,7 +197,7 @@ func (s *Shipper) cut() {
 	s.mu.Unlock()
 	for _, c := range split(blocks, st, tp, int(s.maxSamples.Load())) {
 		it := &item{id: newBatchID(), counts: c.counts()}
-		it.gz = gzipBytes(encodeJSON(it.id, s.o.AgentID, &c))
+		it.gz = s.enc.batch(it.id, s.o.AgentID, &c)
 		select {
 		case s.queue <- it:
 		default:

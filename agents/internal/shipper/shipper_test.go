@@ -388,8 +388,20 @@ func TestABatchIsEncodedAsTheAPIDescribes(t *testing.T) {
 			{TimeUS: 2, TargetID: "t", Op: "put", Variant: "plain", Content: "binary", Status: sample.StatusError, ErrorClass: "network"}},
 		throughput: []sample.Throughput{{TimeUS: 3, PeerID: "q", Proto: "udp", ExperimentID: "e", Direction: "send", BytesPerS: 1e9, LossRatio: &loss}},
 	}
+	// One encoder renders every batch of a shipper: what an earlier batch left in its buffers,
+	// dictionaries or gzip writer must not show, and a returned batch stays as it was.
+	var x encoder
+	other := &content{mesh: []*sample.MeshBlock{{Peers: []string{"zz", "yy"}, Groups: []string{"h"},
+		Mesh: make([]sample.Mesh, 3), Quorum: make([]sample.Quorum, 2)}}}
+	_ = x.batch("o", "a", other)
+	gz := x.batch("b", "a", c)
+	_ = x.batch("o2", "a", other)
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got map[string]any
-	if err := json.Unmarshal(encodeJSON("b", "a", c), &got); err != nil {
+	if err := json.NewDecoder(zr).Decode(&got); err != nil {
 		t.Fatal(err)
 	}
 	want := `{"agent_id":"a","batch_id":"b",` +
