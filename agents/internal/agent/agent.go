@@ -218,10 +218,12 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	}
 
 	probeCtx, stopProbes := context.WithCancel(context.Background())
+	echoCtx, stopEcho := context.WithCancel(context.Background())
 	shipCtx, stopShip := context.WithCancel(context.Background())
 	var probes sync.WaitGroup
-	probes.Add(3)
-	go func() { defer probes.Done(); _ = echo.Serve(probeCtx) }()
+	echoDone := make(chan struct{})
+	go func() { defer close(echoDone); _ = echo.Serve(echoCtx) }()
+	probes.Add(2)
 	go func() { defer probes.Done(); _ = prober.Run(probeCtx) }()
 	go func() { defer probes.Done(); pollConfig(probeCtx, c, st.AgentID, prober, ship, storage, m, log) }()
 	if storage != nil {
@@ -239,9 +241,13 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 
 	<-ctx.Done()
 	log.Info("stopping: flushing samples", "deadline", cfg.FlushDeadline)
-	// Probes stop first so that the shipper's last batch holds every recorded sample.
+	// Probes stop first so that the shipper's last batch holds every recorded sample. The mesh
+	// stops sending and waits for the outcome of its messages in flight (at most the timeout)
+	// while the echo server still answers, so the self-loop loses nothing to the shutdown.
 	stopProbes()
 	probes.Wait()
+	stopEcho()
+	<-echoDone
 	stopShip()
 	<-shipDone
 	if metricsSrv != nil {

@@ -19,6 +19,7 @@ import (
 // flat is a decoded mesh sample for assertions.
 type flat struct {
 	peer   string
+	sent   time.Time
 	round  uint64
 	rttUS  uint32
 	status sample.Status
@@ -45,7 +46,8 @@ func (c *collector) drain() {
 	defer c.mu.Unlock()
 	for _, b := range c.rec.TakeMesh() {
 		for _, s := range b.Mesh {
-			c.m = append(c.m, flat{b.Peers[s.Peer], b.BaseRound + uint64(int64(s.RoundDelta)), s.RTTUS, s.Status})
+			c.m = append(c.m, flat{b.Peers[s.Peer], time.UnixMicro(b.BaseTimeUS + int64(s.TimeOffUS)),
+				b.BaseRound + uint64(int64(s.RoundDelta)), s.RTTUS, s.Status})
 		}
 		for _, s := range b.Quorum {
 			c.q = append(c.q, flatQ{b.Groups[s.Group], b.BaseRound + uint64(int64(s.RoundDelta)), int(s.K), int(s.N), s.LatencyUS, s.Status})
@@ -346,21 +348,26 @@ func TestQuorumLatencyIsTheKthFastestReplyOfEachRound(t *testing.T) {
 func TestAQuorumIsNullWhenFewerThanKReplyArrive(t *testing.T) {
 	rec := NewRecorder()
 	clock := &roundClock{epoch: time.Now(), period: 10 * time.Millisecond, firstRound: 1}
+	a, b, c := rec.PeerIndex("a"), rec.PeerIndex("b"), rec.PeerIndex("c")
 	tr := newTracker([]Group{{Name: "g", K: 2, Members: []string{"a", "b", "c"}}},
-		map[string]bool{"a": true, "b": true, "c": true}, rec, clock, 64, 256)
-	tr.report("a", 1, 300*time.Microsecond)
-	tr.report("b", 1, -1)
-	tr.report("c", 1, -1)
-	tr.report("a", 2, 500*time.Microsecond)
-	tr.report("c", 2, 200*time.Microsecond)
-	tr.report("b", 2, 900*time.Microsecond)
+		map[string]uint16{"a": a, "b": b, "c": c}, rec, clock, 64, 256)
+	tr.report(a, 1, 300*time.Microsecond)
+	tr.report(b, 1, -1)
+	tr.report(c, 1, -1)
+	tr.report(a, 2, 500*time.Microsecond)
+	tr.report(c, 2, 200*time.Microsecond)
+	tr.report(b, 2, 900*time.Microsecond)
+	// A round one member was never sent (its link was not ready) has no quorum sample.
+	tr.report(a, 3, 100*time.Microsecond)
+	tr.report(b, 3, notAsked)
+	tr.report(c, 3, 200*time.Microsecond)
 	bs := rec.TakeMesh()
 	var got []sample.Quorum
 	for _, b := range bs {
 		got = append(got, b.Quorum...)
 	}
 	if len(got) != 2 {
-		t.Fatalf("got %d quorum samples, want 2", len(got))
+		t.Fatalf("got %d quorum samples, want 2 (none for the round not sent to every member)", len(got))
 	}
 	if got[0].Status != sample.StatusTimeout {
 		t.Fatalf("round 1 with one reply: status %v, want timeout", got[0].Status)
@@ -374,9 +381,12 @@ func TestPeersAreAppliedWhileRunning(t *testing.T) {
 	agents, peers := meshOf(t, 2, 50, 64, 500*time.Millisecond, nil)
 	a := agents[0]
 	a.prober.Apply(settings(50, 64, 500*time.Millisecond, peers[:1], nil))
+	// The removed peer's messages in flight drain within the timeout; then nothing more.
+	waitFor(t, "the removed peer's link to drain and close", 5*time.Second, func() bool { return a.prober.liveLinks() == 1 })
 	mark := a.col.count(func(s flat) bool { return s.peer == peers[1].ID })
+	self := a.col.count(func(s flat) bool { return s.peer == peers[0].ID })
 	waitFor(t, "more self samples", 5*time.Second, func() bool {
-		return a.col.count(func(s flat) bool { return s.peer == peers[0].ID }) > 50
+		return a.col.count(func(s flat) bool { return s.peer == peers[0].ID }) > self+50
 	})
 	if n := a.col.count(func(s flat) bool { return s.peer == peers[1].ID }); n != mark {
 		t.Fatalf("a removed peer still gets samples: %d -> %d", mark, n)

@@ -1,11 +1,11 @@
 package mesh
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
@@ -58,16 +58,22 @@ func (c *roundClock) start(r uint64) time.Time {
 type SendMode int
 
 const (
-	// Spread gives every link its own random phase within the round: replies come back one
-	// at a time, at the cost of one timer wakeup per message.
+	// Spread sends at DefaultSlots random instants of each round, drawn afresh every round,
+	// each peer at one of them chosen at random: a peer's send time is uniform over the round
+	// and independent from round to round and from agent to agent, so agents never send in
+	// lockstep, while the agent wakes DefaultSlots times a round instead of once per peer.
 	Spread SendMode = iota
-	// Broadcast sends to every peer back to back, in a random order, at a random point of
-	// each round (a fresh one every round, so agents never stay in lockstep): one wakeup per
-	// round, as StormCloud broadcasts.
+	// Broadcast sends to every peer back to back, in a random order, at one random instant of
+	// each round, as StormCloud broadcasts.
 	Broadcast
 )
 
-// Prober runs the sending side of the mesh: one link per peer.
+// DefaultSlots is the number of send instants per round in Spread mode.
+const DefaultSlots = 2
+
+// Prober runs the sending side of the mesh. One pacer goroutine sends every round on one
+// timer; one reader goroutine per connection matches echoes; one reaper goroutine records
+// the messages whose reply did not come back within the timeout. The pacer never records.
 type Prober struct {
 	selfID string
 	sender [16]byte
@@ -78,25 +84,46 @@ type Prober struct {
 	ctx       context.Context
 	settings  Settings
 	clock     *roundClock
-	tracker   atomic.Pointer[tracker]
-	links     map[string]*link
+	links     map[string]*link // the links of the latest plan
+	pc        *pacer
 	nextRound uint64 // first round of the next clock
 	running   bool
 	selfAddr  string // where the self-loop dials, when not the advertised address
 	mode      SendMode
-	bc        *broadcaster
+	slots     int
+
+	planMu sync.Mutex
+	next   *plan   // published by reconfigure, taken by the pacer at a round boundary
+	drop   []*link // links left out of the plans published since the pacer last took one
+
+	liveMu sync.Mutex
+	live   map[*link]struct{} // links not closed yet: the reaper's set
+	nudge  chan struct{}
+	wg     sync.WaitGroup // links, readers and dialers: Run waits for them
 
 	connected atomic.Int64
+}
+
+// plan is what the pacer sends from a round on: its links and the tracker of their groups.
+type plan struct {
+	links []*link
+	tr    *tracker
 }
 
 // NewProber returns a prober for the agent selfID that records into rec.
 func NewProber(selfID string, rec *Recorder, log *slog.Logger) *Prober {
 	return &Prober{selfID: selfID, sender: senderBytes(selfID), rec: rec, log: log,
-		links: map[string]*link{}, nextRound: 1}
+		links: map[string]*link{}, nextRound: 1, slots: DefaultSlots, live: map[*link]struct{}{},
+		nudge: make(chan struct{}, 1)}
 }
 
-// Run keeps the mesh going with the latest settings until ctx ends.
+// Run keeps the mesh going with the latest settings until ctx ends. Then it stops sending and
+// waits until every message in flight has its outcome (at most the timeout), so that none
+// vanishes unrecorded.
 func (p *Prober) Run(ctx context.Context) error {
+	reapCtx, stopReap := context.WithCancel(context.Background())
+	reaped := make(chan struct{})
+	go func() { defer close(reaped); p.reap(reapCtx) }()
 	p.mu.Lock()
 	p.ctx = ctx
 	p.running = true
@@ -104,14 +131,18 @@ func (p *Prober) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	<-ctx.Done()
 	p.mu.Lock()
-	p.stopLinks()
+	p.stopAll()
 	p.running = false
 	p.mu.Unlock()
+	p.wg.Wait()
+	stopReap()
+	<-reaped
 	return nil
 }
 
-// Apply switches to new settings while running: peers are added and removed one by one;
-// a change of rate, payload or timeout restarts every link on a new round clock.
+// Apply switches to new settings while running: peers are added and removed one by one from
+// the next round on; a change of rate, payload or timeout restarts every link on a new round
+// clock. Links that leave drain: their messages in flight still get a reply or a loss.
 func (p *Prober) Apply(s Settings) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -123,11 +154,18 @@ func (p *Prober) Apply(s Settings) {
 	p.reconfigure(s, full)
 }
 
-// SetSendMode chooses how sends are placed in the round; it applies to links started later.
+// SetSendMode chooses how sends are placed in the round; it applies from the next clock.
 func (p *Prober) SetSendMode(m SendMode) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.mode = m
+}
+
+// SetSlots sets the number of send instants per round in Spread mode (at least 1).
+func (p *Prober) SetSlots(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slots = max(n, 1)
 }
 
 // SetSelfAddress makes the self-loop dial addr instead of the advertised address (which may
@@ -138,73 +176,92 @@ func (p *Prober) SetSelfAddress(addr string) {
 	p.selfAddr = addr
 }
 
+// liveLinks is the number of links not closed yet, draining ones included.
+func (p *Prober) liveLinks() int {
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	return len(p.live)
+}
+
 // Connected is the number of peers with an open connection.
 func (p *Prober) Connected() int64 { return p.connected.Load() }
+
+func validSettings(s Settings) bool {
+	return s.Enabled && s.RateHz > 0 && s.PayloadBytes >= 0 && s.PayloadBytes <= maxPayloadBytes && s.Timeout > 0
+}
 
 // reconfigure applies s. Caller holds mu.
 func (p *Prober) reconfigure(s Settings, full bool) {
 	p.settings = s
-	if full {
-		p.stopLinks()
+	if full || !validSettings(s) {
+		p.stopAll()
 	}
-	if !s.Enabled || s.RateHz <= 0 || s.PayloadBytes < 0 || s.PayloadBytes > maxPayloadBytes || s.Timeout <= 0 {
-		p.stopLinks()
-		p.tracker.Store(nil)
+	if !validSettings(s) {
 		return
 	}
-	if full || p.clock == nil {
+	if p.pc == nil {
 		period := time.Duration(float64(time.Second) / s.RateHz)
 		// Agents stagger their start by a random fraction of a round.
 		p.clock = &roundClock{epoch: time.Now().Add(period + time.Duration(mrand.Int64N(int64(period)))),
 			period: period, firstRound: p.nextRound}
 	}
-	peerSet := map[string]bool{}
-	for _, pe := range s.Peers {
-		peerSet[pe.ID] = true
-	}
-	timeoutRounds := int(s.Timeout/p.clock.period) + 1
-	p.tracker.Store(newTracker(s.Groups, peerSet, p.rec, p.clock, s.PayloadBytes, max(256, 4*timeoutRounds+16)))
-
-	for id, l := range p.links {
-		if !peerSet[id] {
-			l.stop()
-			delete(p.links, id)
-		}
-	}
+	ids := map[string]uint16{}
+	var removed []*link
+	keep := map[string]*link{}
 	for _, pe := range s.Peers {
 		if pe.ID == p.selfID && p.selfAddr != "" {
 			pe.Address = p.selfAddr
 		}
-		if l, ok := p.links[pe.ID]; ok {
-			if l.peer.Address == pe.Address {
-				continue
-			}
-			l.stop()
+		ids[pe.ID] = p.rec.PeerIndex(pe.ID)
+		if l, ok := p.links[pe.ID]; ok && l.peer.Address == pe.Address {
+			keep[pe.ID] = l
+			continue
 		}
-		l := p.newLink(pe)
-		p.links[pe.ID] = l
-		go l.run()
+		keep[pe.ID] = p.newLink(pe)
 	}
-	if p.mode == Broadcast {
-		if p.bc == nil {
-			p.bc = startBroadcaster(p.ctx, p.clock, s.Timeout)
+	for id, l := range p.links {
+		if keep[id] != l {
+			removed = append(removed, l)
 		}
-		ls := make([]*link, 0, len(p.links))
-		for _, l := range p.links {
-			ls = append(ls, l)
+	}
+	p.links = keep
+	pl := &plan{links: make([]*link, 0, len(keep))}
+	for _, pe := range s.Peers {
+		if l := keep[pe.ID]; l != nil && !slices.Contains(pl.links, l) {
+			pl.links = append(pl.links, l)
 		}
-		p.bc.links.Store(&ls)
+	}
+	timeoutRounds := int(s.Timeout/p.clock.period) + 1
+	pl.tr = newTracker(s.Groups, ids, p.rec, p.clock, s.PayloadBytes, max(256, 4*timeoutRounds+16))
+	p.planMu.Lock()
+	p.next = pl
+	p.drop = append(p.drop, removed...)
+	p.planMu.Unlock()
+	if p.pc == nil {
+		slots := p.slots
+		if p.mode == Broadcast {
+			slots = 1
+		}
+		p.pc = startPacer(p, p.clock, s.Timeout, slots)
 	}
 }
 
-// stopLinks ends every link and remembers where the round numbering stopped. Caller holds mu.
-func (p *Prober) stopLinks() {
-	if p.bc != nil {
-		p.bc.stop()
-		p.bc = nil
+// stopAll stops the pacer, lets every link drain and remembers where the round numbering
+// stopped. Caller holds mu.
+func (p *Prober) stopAll() {
+	if p.pc != nil {
+		p.pc.stop()
+		p.pc = nil
+	}
+	p.planMu.Lock()
+	drop := p.drop
+	p.next, p.drop = nil, nil
+	p.planMu.Unlock()
+	for _, l := range drop {
+		l.beginDrain()
 	}
 	for id, l := range p.links {
-		l.stop()
+		l.beginDrain()
 		delete(p.links, id)
 	}
 	if p.clock != nil {
@@ -214,32 +271,173 @@ func (p *Prober) stopLinks() {
 	}
 }
 
+// takePlan returns the plan published since the last call, or nil, and drains the links
+// that left. Pacer goroutine only.
+func (p *Prober) takePlan() *plan {
+	p.planMu.Lock()
+	pl, drop := p.next, p.drop
+	p.next, p.drop = nil, nil
+	p.planMu.Unlock()
+	for _, l := range drop {
+		l.beginDrain()
+	}
+	return pl
+}
+
+// wake makes the reaper look at every link now.
+func (p *Prober) wake() {
+	select {
+	case p.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// pacer sends rounds on one timer. For every round it draws the send instants afresh and
+// assigns each link to one of them at random; links of one instant are sent back to back in
+// a random order.
+type pacer struct {
+	p       *Prober
+	clock   *roundClock
+	timeout time.Duration
+	slots   int
+	tk      *ticker
+	done    chan struct{}
+
+	pl      *plan
+	round   uint64
+	started bool
+	offs    []time.Duration // the round's send instants, sorted
+	order   []*link         // the round's links in send order
+	at      []time.Time     // when each of order is sent
+	next    int             // the next of order to send
+}
+
+func startPacer(p *Prober, clock *roundClock, timeout time.Duration, slots int) *pacer {
+	pc := &pacer{p: p, clock: clock, timeout: timeout, slots: slots, tk: newTicker(), done: make(chan struct{})}
+	go func() {
+		defer close(pc.done)
+		pc.tk.run(pc.step)
+	}()
+	return pc
+}
+
+func (pc *pacer) stop() {
+	pc.tk.Close()
+	<-pc.done
+}
+
+// step sends what is due at now and returns how long to wait for the next send.
+func (pc *pacer) step(now time.Time) time.Duration {
+	for {
+		if pc.next == len(pc.order) {
+			pc.planRound(now)
+			if len(pc.order) == 0 {
+				return max(pc.clock.start(pc.round+1).Sub(now), time.Microsecond)
+			}
+		}
+		if d := pc.at[pc.next].Sub(now); d > 0 {
+			return d
+		}
+		pc.order[pc.next].send(pc.round, pc.pl.tr)
+		pc.next++
+		now = time.Now()
+	}
+}
+
+// planRound moves to the next round: the latest plan, fresh send instants and assignment.
+func (pc *pacer) planRound(now time.Time) {
+	c := pc.clock
+	if !pc.started {
+		pc.started = true
+		pc.round = c.firstRound
+		if now.After(c.epoch) {
+			pc.round += uint64(now.Sub(c.epoch)/c.period) + 1
+		}
+	} else {
+		pc.round++
+		// After a stall longer than the timeout (a suspended VM), resume at the current round
+		// instead of bursting the backlog; the skipped rounds were never sent.
+		if behind := now.Sub(c.start(pc.round)); behind > pc.timeout && behind > 10*c.period {
+			pc.round += uint64(behind / c.period)
+		}
+	}
+	if pl := pc.p.takePlan(); pl != nil {
+		pc.pl = pl
+	}
+	pc.order, pc.at, pc.next = pc.order[:0], pc.at[:0], 0
+	if pc.pl == nil || len(pc.pl.links) == 0 {
+		return
+	}
+	ls := pc.pl.links
+	s := min(pc.slots, len(ls))
+	pc.offs = pc.offs[:0]
+	for range s {
+		pc.offs = append(pc.offs, time.Duration(mrand.Int64N(int64(c.period))))
+	}
+	slices.Sort(pc.offs)
+	start := c.start(pc.round)
+	// A random slot per link, then the links grouped by slot, in a random order within it.
+	pc.order = append(pc.order, ls...)
+	mrand.Shuffle(len(pc.order), func(i, j int) { pc.order[i], pc.order[j] = pc.order[j], pc.order[i] })
+	for _, l := range pc.order {
+		l.slot = mrand.IntN(s)
+	}
+	slices.SortStableFunc(pc.order, func(a, b *link) int { return a.slot - b.slot })
+	for _, l := range pc.order {
+		pc.at = append(pc.at, start.Add(pc.offs[l.slot]))
+	}
+}
+
+// inflight is a message waiting for its outcome.
 type inflight struct {
 	seq   uint64
 	round uint64
 	sent  time.Time
+	gen   uint64   // connection it was written to; 0 when it could not be written
+	tr    *tracker // the tracker of the plan it was sent under
+	skip  bool     // not sent: the link was not ready; only the quorum hears of it
 }
 
-// link measures one peer: a sender loop on the round clock, a reader per connection.
+// ring is a FIFO of messages in flight; it grows only when full.
+type ring struct {
+	buf        []inflight
+	head, size int
+}
+
+func (q *ring) push(e inflight) {
+	if q.size == len(q.buf) {
+		nb := make([]inflight, max(16, 2*len(q.buf)))
+		for i := range q.size {
+			nb[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = nb, 0
+	}
+	q.buf[(q.head+q.size)%len(q.buf)] = e
+	q.size++
+}
+
+func (q *ring) front() *inflight { return &q.buf[q.head] }
+
+func (q *ring) pop() inflight {
+	e := q.buf[q.head]
+	q.buf[q.head] = inflight{}
+	q.head = (q.head + 1) % len(q.buf)
+	q.size--
+	return e
+}
+
+// link measures one peer over one connection at a time.
 type link struct {
-	p         *Prober
-	peer      Peer
-	idx       uint16
-	clock     *roundClock
-	payload   []byte // random, fixed for the link: echoes are compared against it
-	size      int
-	timeout   time.Duration
-	phase     time.Duration
-	ctx       context.Context
-	cancel    context.CancelFunc
-	done      chan struct{}
-	sl        *sleeper       // the sending goroutine waits on it; stop closes it
-	frame     []byte         // the next frame; only the sending goroutine touches it
-	wdGen     uint64         // connection whose write deadline was last extended; sender only
-	wdRefresh time.Time      // when the sender next extends the write deadline
-	ready     atomic.Bool    // the first dial attempt is over
-	bcast     bool           // a broadcaster sends for this link
-	readers   sync.WaitGroup // stop waits for them, so nothing is recorded for a removed peer
+	p       *Prober
+	peer    Peer
+	idx     uint16
+	payload []byte // random, fixed for the link: echoes are compared against it
+	size    int
+	timeout time.Duration
+	ctx     context.Context // ends dialing
+	cancel  context.CancelFunc
+	frame   []byte // the next frame; pacer only
+	slot    int    // the send instant of the current round; pacer only
 
 	mu       sync.Mutex
 	conn     *rawConn
@@ -247,9 +445,12 @@ type link struct {
 	sentSeq  uint64
 	recvSeq  uint64
 	lastRecv time.Time
-	queue    []inflight
+	q        ring
+	ready    bool // the first dial attempt is over
 	dialing  bool
-	stopped  bool
+	busy     bool // a writer goroutine finishes a partial write
+	stopping bool // draining: no more sends, closes when nothing is in flight
+	closed   bool
 }
 
 func (p *Prober) newLink(pe Peer) *link {
@@ -259,156 +460,213 @@ func (p *Prober) newLink(pe Peer) *link {
 	_, _ = rand.Read(payload)
 	frame := make([]byte, headerLen+s.PayloadBytes)
 	copy(frame[headerLen:], payload)
-	return &link{p: p, peer: pe, idx: p.rec.PeerIndex(pe.ID), clock: p.clock, payload: payload,
-		size: s.PayloadBytes, timeout: s.Timeout, frame: frame, bcast: p.mode == Broadcast,
-		// Each link sends at its own random point of the round so that neither one agent's
-		// sends nor different agents' sends line up (seed 003 saw timer alignment move p50).
-		phase: time.Duration(mrand.Int64N(int64(p.clock.period))),
-		ctx:   ctx, cancel: cancel, done: make(chan struct{}), sl: newSleeper()}
-}
-
-func (l *link) stop() {
-	l.cancel()
-	l.sl.Close()
-	<-l.done
-	l.closeConn()
-	l.readers.Wait()
-}
-
-func (l *link) record(sent time.Time, round uint64, rtt time.Duration, st sample.Status) {
-	l.p.rec.AddMesh(sent, round, l.size, l.idx, rtt, st)
-	if st != sample.StatusOK {
-		rtt = -1
-	}
-	l.p.tracker.Load().report(l.peer.ID, round, rtt)
-}
-
-func (l *link) run() {
-	defer close(l.done)
-	l.dial() // the first attempt before the first round, so a live peer is not a loss
-	l.ready.Store(true)
-	if l.bcast {
-		<-l.ctx.Done()
-		return
-	}
-	frame := l.frame
-	now := time.Now()
-	r := l.clock.firstRound
-	if now.After(l.clock.epoch) {
-		r += uint64(now.Sub(l.clock.epoch)/l.clock.period) + 1
-	}
-	for {
-		at := l.clock.start(r).Add(l.phase)
-		_ = l.sl.sleep(time.Until(at)) // an error is a stop, seen below
-		if l.ctx.Err() != nil {
-			return
+	l := &link{p: p, peer: pe, idx: p.rec.PeerIndex(pe.ID), payload: payload, size: s.PayloadBytes,
+		timeout: s.Timeout, frame: frame, ctx: ctx, cancel: cancel}
+	p.liveMu.Lock()
+	p.live[l] = struct{}{}
+	p.liveMu.Unlock()
+	p.wake()    // the reaper's next look must come within this link's timeout
+	p.wg.Add(1) // done in finish
+	l.mu.Lock()
+	l.dialing = true
+	l.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		// The first attempt before the first round, so a live peer is not a loss.
+		ok := l.dial()
+		l.mu.Lock()
+		l.ready = true
+		l.dialing = false
+		l.mu.Unlock()
+		if !ok {
+			l.startDial()
 		}
-		l.expire(time.Now())
-		l.send(frame, r)
-		r++
-		// After a stall longer than the timeout (a suspended VM), resume at the current round
-		// instead of bursting the backlog; the skipped rounds were never sent.
-		if behind := time.Since(l.clock.start(r).Add(l.phase)); behind > l.timeout && behind > 10*l.clock.period {
-			r += uint64(behind / l.clock.period)
-		}
-	}
+	}()
+	return l
 }
 
-func (l *link) send(frame []byte, r uint64) {
+// send writes round r to the peer; it runs on the pacer and neither records nor waits.
+func (l *link) send(r uint64, tr *tracker) {
 	l.mu.Lock()
 	c, gen := l.conn, l.gen
-	if c == nil {
+	if !l.ready {
+		l.q.push(inflight{round: r, sent: time.Now(), tr: tr, skip: true})
 		l.mu.Unlock()
-		// No connection: the message cannot reach the peer, which is a loss of this round.
-		l.record(time.Now(), r, 0, sample.StatusTimeout)
-		l.startDial()
 		return
 	}
-	putHeader(frame, l.size, r, l.p.sender)
+	if c == nil || l.busy {
+		// The message cannot be handed to the socket: a loss of this round, which the
+		// reaper records.
+		l.q.push(inflight{round: r, sent: time.Now(), tr: tr})
+		l.mu.Unlock()
+		if c == nil {
+			l.startDial()
+		}
+		return
+	}
+	putHeader(l.frame, l.size, r, l.p.sender)
 	seq := l.sentSeq
 	l.sentSeq++
 	// The clock starts here, with the frame ready, right before it is handed to the socket.
-	t := time.Now()
-	l.queue = append(l.queue, inflight{seq: seq, round: r, sent: t})
+	l.q.push(inflight{seq: seq, round: r, sent: time.Now(), gen: gen, tr: tr})
 	l.mu.Unlock()
-	wd := l.timeout
-	if l.bcast {
-		// One goroutine writes for every peer: a peer that stopped reading must not hold up
-		// the others for long.
-		wd = min(wd, l.clock.period)
-	}
-	// A write deadline is a runtime timer to re-arm: set one of 2 wd at most once every wd,
-	// which still gives every write between wd and 2 wd, rather than one per write.
-	if gen != l.wdGen || t.After(l.wdRefresh) {
-		_ = c.SetWriteDeadline(t.Add(2 * wd))
-		l.wdGen, l.wdRefresh = gen, t.Add(wd)
-	}
-	if _, err := c.Write(frame); err != nil {
+	n, err := c.tryWrite(l.frame)
+	switch {
+	case err != nil:
 		l.fail(gen, err)
+	case n < len(l.frame):
+		l.finishWrite(c, gen, n)
 	}
 }
 
-// expire turns messages older than the timeout into loss samples, and resets a connection
-// that has answered nothing for three timeouts.
-func (l *link) expire(now time.Time) {
+// finishWrite writes the rest of a frame the socket took only in part, on its own goroutine
+// (the peer reads slowly or not at all); the link sends nothing else meanwhile.
+func (l *link) finishWrite(c *rawConn, gen uint64, n int) {
+	rest := slices.Clone(l.frame[n:])
 	l.mu.Lock()
-	var lost []inflight
-	for len(l.queue) > 0 && now.Sub(l.queue[0].sent) > l.timeout {
-		lost = append(lost, l.queue[0])
-		l.queue = l.queue[1:]
-	}
-	stalled := l.conn != nil && len(lost) > 0 && now.Sub(l.lastRecv) > 3*l.timeout
-	gen := l.gen
+	l.busy = true
 	l.mu.Unlock()
-	for _, e := range lost {
-		l.record(e.sent, e.round, 0, sample.StatusTimeout)
+	l.p.wg.Add(1)
+	go func() {
+		defer l.p.wg.Done()
+		_ = c.SetWriteDeadline(time.Now().Add(l.timeout))
+		if _, err := c.Write(rest); err != nil {
+			l.fail(gen, err)
+		}
+		_ = c.SetWriteDeadline(time.Time{})
+		l.mu.Lock()
+		l.busy = false
+		l.mu.Unlock()
+	}()
+}
+
+// record writes the outcome of one message; never called on the pacer.
+func (l *link) record(e inflight, rtt time.Duration, st sample.Status) {
+	if !e.skip {
+		l.p.rec.AddMesh(e.sent, e.round, l.size, l.idx, rtt, st)
 	}
+	switch {
+	case e.skip:
+		rtt = notAsked
+	case st != sample.StatusOK:
+		rtt = -1
+	}
+	e.tr.report(l.idx, e.round, rtt)
+}
+
+// dead reports whether e's connection is gone (or it never had one). Caller holds mu.
+func (l *link) dead(e *inflight) bool {
+	return e.skip || e.gen == 0 || e.gen != l.gen || l.conn == nil
+}
+
+// expire records the messages whose outcome is known by now: those past the timeout and those
+// whose connection is gone. It resets a connection that answered nothing for three timeouts,
+// and closes a draining link with nothing left in flight. It returns when the next message
+// expires (zero when none is in flight).
+func (l *link) expire(now time.Time) time.Time {
+	l.mu.Lock()
+	lost := false
+	for l.q.size > 0 {
+		e := l.q.front()
+		if !l.dead(e) && now.Sub(e.sent) <= l.timeout {
+			break
+		}
+		x := l.q.pop()
+		lost = lost || !x.skip
+		l.mu.Unlock()
+		l.record(x, 0, sample.StatusTimeout)
+		l.mu.Lock()
+	}
+	var next time.Time
+	if l.q.size > 0 {
+		next = l.q.front().sent.Add(l.timeout)
+	}
+	stalled := l.conn != nil && lost && now.Sub(l.lastRecv) > 3*l.timeout
+	gen := l.gen
+	done := l.stopping && l.q.size == 0 && !l.busy
+	l.mu.Unlock()
 	if stalled {
 		l.fail(gen, io.ErrNoProgress)
+		l.p.wake()
 	}
+	if done {
+		l.finish()
+	}
+	return next
 }
 
-// fail closes the connection of generation gen; what was in flight on it is lost.
+// fail ends the connection of generation gen; what was in flight on it is lost, which the
+// reaper records. The socket is shut down, not closed: only its reader closes it, since a
+// close waits for every call in progress on it, the reader's included.
 func (l *link) fail(gen uint64, err error) {
 	l.mu.Lock()
 	if l.gen != gen || l.conn == nil {
 		l.mu.Unlock()
 		return
 	}
-	l.conn.Close()
+	c := l.conn
 	l.conn = nil
 	l.p.connected.Add(-1)
-	lost := l.queue
-	l.queue = nil
+	stopping := l.stopping
 	l.mu.Unlock()
+	c.shutdown()
 	l.p.log.Debug("mesh connection lost", "peer", l.peer.Name, "address", l.peer.Address, "err", err)
-	for _, e := range lost {
-		l.record(e.sent, e.round, 0, sample.StatusTimeout)
+	l.p.wake()
+	if !stopping {
+		l.startDial()
 	}
-	l.startDial()
 }
 
-func (l *link) closeConn() {
+// beginDrain stops the link from being sent to and from dialing; it closes once every
+// message in flight has an outcome.
+func (l *link) beginDrain() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.stopped = true
-	if l.conn != nil {
-		l.conn.Close()
-		l.conn = nil
+	if l.stopping {
+		l.mu.Unlock()
+		return
+	}
+	l.stopping = true
+	l.mu.Unlock()
+	l.cancel()
+	l.p.wake()
+}
+
+// finish closes a drained link.
+func (l *link) finish() {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	l.closed = true
+	c := l.conn
+	l.conn = nil
+	l.gen++
+	l.mu.Unlock()
+	if c != nil {
+		c.shutdown() // its reader closes it
 		l.p.connected.Add(-1)
 	}
-	l.gen++
+	l.p.liveMu.Lock()
+	delete(l.p.live, l)
+	l.p.liveMu.Unlock()
+	l.p.wg.Done()
 }
 
 func (l *link) startDial() {
 	l.mu.Lock()
-	if l.dialing || l.conn != nil || l.ctx.Err() != nil {
+	if l.dialing || l.conn != nil || l.stopping || l.ctx.Err() != nil {
 		l.mu.Unlock()
 		return
 	}
 	l.dialing = true
 	l.mu.Unlock()
-	go l.redial()
+	l.p.wg.Add(1)
+	go func() {
+		defer l.p.wg.Done()
+		l.redial()
+	}()
 }
 
 // redial reconnects with exponential backoff and jitter until it succeeds or the link stops.
@@ -453,63 +711,134 @@ func (l *link) dial() bool {
 		return false
 	}
 	l.mu.Lock()
-	if l.stopped || l.ctx.Err() != nil {
+	if l.stopping || l.closed {
 		l.mu.Unlock()
 		c.Close()
 		return false
 	}
 	l.gen++
-	l.conn, l.sentSeq, l.recvSeq, l.queue, l.lastRecv = rc, 0, 0, nil, time.Now()
+	l.conn, l.sentSeq, l.recvSeq, l.lastRecv = rc, 0, 0, time.Now()
 	gen := l.gen
-	l.readers.Add(1) // under mu and before stopped is set, so stop's Wait sees it
+	l.p.wg.Add(1) // under mu, before stopping can be set and the link finish
 	l.mu.Unlock()
 	l.p.connected.Add(1)
-	go l.read(rc, gen)
+	l.p.wake() // what was queued without a connection is now known lost
+	go func() {
+		defer l.p.wg.Done()
+		l.read(rc, gen)
+	}()
 	return true
 }
 
+var errStale = errors.New("mesh: connection replaced")
+
 // read matches echoes to sent messages: TCP keeps order, so the i-th echo answers the i-th
-// message of the connection.
+// message of the connection. It records what it matches, on its own goroutine.
 func (l *link) read(c *rawConn, gen uint64) {
-	defer l.readers.Done()
-	br := bufio.NewReaderSize(c, max(64<<10, 2*(headerLen+l.size)))
-	buf := make([]byte, headerLen+l.size)
+	flen := headerLen + l.size
+	fr := newFrameReader(c, max(16<<10, 2*flen))
 	want := make([]byte, headerLen)
-	for {
-		_, err := io.ReadFull(br, buf)
-		now := time.Now()
-		if err != nil {
-			l.fail(gen, err)
-			return
+	consume := func(b []byte, now time.Time) (int, int, error) {
+		used := 0
+		for len(b)-used >= flen {
+			f := b[used : used+flen]
+			used += flen
+			e, found, err := l.match(gen, now)
+			if err != nil {
+				return used, flen, err
+			}
+			if !found {
+				continue // the reply of a message already recorded as lost
+			}
+			putHeader(want, l.size, e.round, l.p.sender)
+			switch {
+			case !bytes.Equal(f[:headerLen], want) || !bytes.Equal(f[headerLen:], l.payload):
+				l.record(e, 0, sample.StatusCorrupt)
+				if binary.BigEndian.Uint32(f[0:4]) != frameMagic {
+					return used, flen, io.ErrUnexpectedEOF // framing is lost: start a clean connection
+				}
+			case now.Sub(e.sent) > l.timeout:
+				// Back, but not within the timeout: a loss like one that never came back.
+				l.record(e, 0, sample.StatusTimeout)
+			default:
+				l.record(e, now.Sub(e.sent), sample.StatusOK)
+			}
 		}
 		l.mu.Lock()
-		if l.gen != gen {
-			l.mu.Unlock()
-			return
-		}
-		seq := l.recvSeq
-		l.recvSeq++
-		l.lastRecv = now
-		var e inflight
-		found := len(l.queue) > 0 && l.queue[0].seq == seq
-		if found {
-			e = l.queue[0]
-			l.queue = l.queue[1:]
-		}
+		done := l.stopping && l.q.size == 0 && !l.busy && l.gen == gen
 		l.mu.Unlock()
-		if !found {
-			continue // the reply of a message already recorded as lost
+		if done {
+			l.finish()
+			return used, flen, errStale
 		}
-		putHeader(want, l.size, e.round, l.p.sender)
-		if bytes.Equal(buf[:headerLen], want) && bytes.Equal(buf[headerLen:], l.payload) {
-			l.record(e.sent, e.round, now.Sub(e.sent), sample.StatusOK)
-			continue
+		return used, flen, nil
+	}
+	err := fr.loop(consume)
+	if err != errStale {
+		l.fail(gen, err)
+	}
+	c.Close()
+}
+
+// match takes the message the next echo of connection gen answers, recording on the way the
+// messages ahead of it whose connection is gone.
+func (l *link) match(gen uint64, now time.Time) (inflight, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gen != gen {
+		return inflight{}, false, errStale
+	}
+	seq := l.recvSeq
+	l.recvSeq++
+	l.lastRecv = now
+	for l.q.size > 0 {
+		e := l.q.front()
+		if !l.dead(e) {
+			if e.seq != seq {
+				return inflight{}, false, nil
+			}
+			return l.q.pop(), true, nil
 		}
-		l.record(e.sent, e.round, 0, sample.StatusCorrupt)
-		if binary.BigEndian.Uint32(buf[0:4]) != frameMagic {
-			l.fail(gen, io.ErrUnexpectedEOF) // framing is lost: start a clean connection
+		x := l.q.pop()
+		l.mu.Unlock()
+		l.record(x, 0, sample.StatusTimeout)
+		l.mu.Lock()
+		if l.gen != gen {
+			return inflight{}, false, errStale
+		}
+	}
+	return inflight{}, false, nil
+}
+
+// reap records losses: it looks at every link when the next message expires, when a
+// connection fails, and when links start draining.
+func (p *Prober) reap(ctx context.Context) {
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	var ls []*link
+	for {
+		select {
+		case <-ctx.Done():
 			return
+		case <-p.nudge:
+		case <-t.C:
 		}
+		now := time.Now()
+		ls = ls[:0]
+		p.liveMu.Lock()
+		for l := range p.live {
+			ls = append(ls, l)
+		}
+		p.liveMu.Unlock()
+		wait := time.Hour
+		for _, l := range ls {
+			// A message sent after this pass expires a timeout from now at the earliest.
+			wait = min(wait, l.timeout)
+			if next := l.expire(now); !next.IsZero() {
+				wait = min(wait, next.Sub(now)+time.Microsecond)
+			}
+		}
+		t.Reset(max(wait, time.Microsecond))
 	}
 }
 
@@ -521,60 +850,4 @@ func SortedPeerIDs(ps []Peer) []string {
 	}
 	slices.Sort(ids)
 	return ids
-}
-
-// broadcaster sends one round to every link at a random point of each round.
-type broadcaster struct {
-	links  atomic.Pointer[[]*link]
-	cancel context.CancelFunc
-	done   chan struct{}
-	sl     *sleeper
-}
-
-func startBroadcaster(parent context.Context, clock *roundClock, timeout time.Duration) *broadcaster {
-	ctx, cancel := context.WithCancel(parent)
-	b := &broadcaster{cancel: cancel, done: make(chan struct{}), sl: newSleeper()}
-	go b.run(ctx, clock, timeout)
-	return b
-}
-
-func (b *broadcaster) stop() {
-	b.cancel()
-	b.sl.Close()
-	<-b.done
-}
-
-func (b *broadcaster) run(ctx context.Context, clock *roundClock, timeout time.Duration) {
-	defer close(b.done)
-	r := clock.firstRound
-	if now := time.Now(); now.After(clock.epoch) {
-		r += uint64(now.Sub(clock.epoch)/clock.period) + 1
-	}
-	var order []int
-	for {
-		offset := time.Duration(mrand.Int64N(int64(clock.period)))
-		_ = b.sl.sleep(time.Until(clock.start(r).Add(offset))) // an error is a stop, seen below
-		if ctx.Err() != nil {
-			return
-		}
-		ls := *b.links.Load()
-		order = order[:0]
-		for i := range ls {
-			order = append(order, i)
-		}
-		mrand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		now := time.Now()
-		for _, i := range order {
-			l := ls[i]
-			if !l.ready.Load() || l.ctx.Err() != nil {
-				continue
-			}
-			l.expire(now)
-			l.send(l.frame, r)
-		}
-		r++
-		if behind := time.Since(clock.start(r)); behind > timeout && behind > 10*clock.period {
-			r += uint64(behind / clock.period)
-		}
-	}
 }

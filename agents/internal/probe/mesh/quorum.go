@@ -17,8 +17,8 @@ type Group struct {
 
 type groupState struct {
 	g       Group
-	idx     uint8
-	unknown int // members that are not peers: they never reply
+	key     uint16 // the recorder's quorum key of (name, k, n)
+	unknown int    // members that are not peers: they never reply
 }
 
 const (
@@ -33,36 +33,48 @@ type groupSlot struct {
 	reported []bool
 	rtts     []time.Duration // -1 when the member's sample was not ok
 	count    int
+	unasked  bool // a member was not sent the round: it has no quorum sample
 }
 
+// notAsked is reported for a member the round was not sent to (its link was not ready).
+const notAsked time.Duration = -2
+
 // tracker collects, per round, the outcome of every group member and emits the quorum sample
-// once all members have one (a reply, a loss or a corrupt echo).
+// once all members have one (a reply, a loss, a corrupt echo, or no message at all).
 type tracker struct {
 	mu      sync.Mutex
 	groups  []groupState
-	byPeer  map[string][]memberPos
+	byPeer  [][]memberPos // indexed by the recorder's peer index
 	slots   [][]groupSlot // [group][round % size]
 	size    uint64
 	clock   *roundClock
 	payload int
 	rec     *Recorder
+	scratch []time.Duration // the ok replies of the slot being emitted
 }
 
 type memberPos struct{ group, pos int }
 
-func newTracker(groups []Group, peers map[string]bool, rec *Recorder, clock *roundClock, payload int, ringSize int) *tracker {
-	t := &tracker{byPeer: map[string][]memberPos{}, size: uint64(ringSize), clock: clock, payload: payload, rec: rec}
+// newTracker builds the tracker of groups; peers maps the ids of the links to their recorder
+// indices.
+func newTracker(groups []Group, peers map[string]uint16, rec *Recorder, clock *roundClock, payload int, ringSize int) *tracker {
+	t := &tracker{size: uint64(ringSize), clock: clock, payload: payload, rec: rec}
+	most := 0
 	for _, g := range groups {
 		if g.K <= 0 || g.K > len(g.Members) || len(g.Members) > 255 {
 			continue
 		}
-		st := groupState{g: g, idx: rec.GroupIndex(g.Name)}
+		st := groupState{g: g, key: rec.QuorumKey(g.Name, g.K, len(g.Members))}
 		for pos, m := range g.Members {
-			if peers[m] {
-				t.byPeer[m] = append(t.byPeer[m], memberPos{group: len(t.groups), pos: pos})
-			} else {
+			idx, ok := peers[m]
+			if !ok {
 				st.unknown++
+				continue
 			}
+			for int(idx) >= len(t.byPeer) {
+				t.byPeer = append(t.byPeer, nil)
+			}
+			t.byPeer[idx] = append(t.byPeer[idx], memberPos{group: len(t.groups), pos: pos})
 		}
 		t.groups = append(t.groups, st)
 		slots := make([]groupSlot, ringSize)
@@ -71,13 +83,16 @@ func newTracker(groups []Group, peers map[string]bool, rec *Recorder, clock *rou
 			slots[i].rtts = make([]time.Duration, len(g.Members))
 		}
 		t.slots = append(t.slots, slots)
+		most = max(most, len(g.Members))
 	}
+	t.scratch = make([]time.Duration, 0, most)
 	return t
 }
 
-// report records peer's outcome of round; rtt < 0 means no valid reply.
-func (t *tracker) report(peer string, round uint64, rtt time.Duration) {
-	if t == nil {
+// report records the outcome of round for the peer of recorder index peer; rtt < 0 means no
+// valid reply.
+func (t *tracker) report(peer uint16, round uint64, rtt time.Duration) {
+	if t == nil || int(peer) >= len(t.byPeer) {
 		return
 	}
 	t.mu.Lock()
@@ -95,7 +110,7 @@ func (t *tracker) report(peer string, round uint64, rtt time.Duration) {
 			if s.state == slotOpen {
 				t.emit(gs, s) // evicted before completion: what is missing never arrived
 			}
-			s.state, s.round, s.count = slotOpen, round, gs.unknown
+			s.state, s.round, s.count, s.unasked = slotOpen, round, gs.unknown, false
 			clear(s.reported)
 		}
 		if s.reported[mp.pos] {
@@ -103,6 +118,7 @@ func (t *tracker) report(peer string, round uint64, rtt time.Duration) {
 		}
 		s.reported[mp.pos] = true
 		s.rtts[mp.pos] = rtt
+		s.unasked = s.unasked || rtt == notAsked
 		s.count++
 		if s.count == len(gs.g.Members) {
 			t.emit(gs, s)
@@ -112,21 +128,24 @@ func (t *tracker) report(peer string, round uint64, rtt time.Duration) {
 
 // emit writes the quorum sample of a slot and frees it. Caller holds mu.
 func (t *tracker) emit(gs *groupState, s *groupSlot) {
-	var ok []time.Duration
+	s.state = slotDone
+	if s.unasked {
+		return
+	}
+	ok := t.scratch[:0]
 	for i, r := range s.reported {
 		if r && s.rtts[i] >= 0 {
 			ok = append(ok, s.rtts[i])
 		}
 	}
-	k, n := gs.g.K, len(gs.g.Members)
+	k := gs.g.K
 	start := t.clock.start(s.round)
 	if len(ok) >= k {
 		slices.Sort(ok)
-		t.rec.AddQuorum(start, s.round, t.payload, gs.idx, k, n, ok[k-1], sample.StatusOK)
+		t.rec.AddQuorum(start, s.round, t.payload, gs.key, ok[k-1], sample.StatusOK)
 	} else {
-		t.rec.AddQuorum(start, s.round, t.payload, gs.idx, k, n, 0, sample.StatusTimeout)
+		t.rec.AddQuorum(start, s.round, t.payload, gs.key, 0, sample.StatusTimeout)
 	}
-	s.state = slotDone
 }
 
 // DefaultGroups builds the groups used when the server sends none: a majority of the agent's

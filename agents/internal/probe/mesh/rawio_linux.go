@@ -19,15 +19,11 @@ type rawConn struct {
 	c  net.Conn
 	rc syscall.RawConn
 
-	rbuf   []byte
-	rn     int
-	rerr   syscall.Errno
-	readFn func(uintptr) bool
-
 	wbuf    []byte
 	wn      int
 	werr    syscall.Errno
 	writeFn func(uintptr) bool
+	tryFn   func(uintptr)
 }
 
 func newRawConn(c net.Conn) (*rawConn, error) {
@@ -40,46 +36,101 @@ func newRawConn(c net.Conn) (*rawConn, error) {
 		return nil, err
 	}
 	r := &rawConn{c: c, rc: rc}
-	r.readFn, r.writeFn = r.doRead, r.doWrite
+	r.writeFn, r.tryFn = r.doWrite, r.doTry
 	return r, nil
 }
 
-func (r *rawConn) doRead(fd uintptr) bool {
-	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.rbuf[0])), uintptr(len(r.rbuf)))
-		switch e {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false // wait in the netpoller until the socket is readable
-		case 0:
-			r.rn, r.rerr = int(n), 0
-		default:
-			r.rn, r.rerr = 0, e
-		}
-		return true
-	}
+// frameReader reads a connection into one buffer and hands the bytes to a consumer.
+type frameReader struct {
+	r   *rawConn
+	buf []byte
+	n   int // bytes in buf not consumed yet
 }
 
-func (r *rawConn) Read(p []byte) (int, error) {
-	if r.rc == nil {
-		return r.c.Read(p)
+func newFrameReader(r *rawConn, size int) *frameReader {
+	return &frameReader{r: r, buf: make([]byte, size)}
+}
+
+// consumeFunc takes the unconsumed bytes b, which the last read completed at now, and returns
+// how many it used, the number of bytes the next frame needs (to grow the buffer), and an
+// error that ends the loop.
+type consumeFunc func(b []byte, now time.Time) (used, need int, err error)
+
+// loop reads until consume or the connection fails. It stays inside one RawConn.Read: when a
+// read leaves the socket empty (it returned less than it could take), the next wait goes to
+// the netpoller without the read that would only return EAGAIN, which a bufio fill or a new
+// Read call (it forgets readiness seen before it) would cost on every frame.
+func (f *frameReader) loop(consume consumeFunc) error {
+	if f.r.rc == nil {
+		return f.loopPlain(consume)
 	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	r.rbuf = p
-	err := r.rc.Read(r.readFn)
-	r.rbuf = nil
+	var rerr, cerr error
+	drained := false
+	err := f.r.rc.Read(func(fd uintptr) bool {
+		for {
+			if drained {
+				drained = false
+				return false
+			}
+			room := len(f.buf) - f.n
+			n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&f.buf[f.n])), uintptr(room))
+			switch e {
+			case 0:
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false
+			default:
+				rerr = os.NewSyscallError("read", e)
+				return true
+			}
+			if n == 0 {
+				rerr = io.EOF
+				return true
+			}
+			now := time.Now()
+			drained = int(n) < room
+			f.n += int(n)
+			if cerr = f.feed(consume, now); cerr != nil {
+				return true
+			}
+		}
+	})
 	switch {
 	case err != nil:
-		return 0, err
-	case r.rerr != 0:
-		return 0, os.NewSyscallError("read", r.rerr)
-	case r.rn == 0:
-		return 0, io.EOF
+		return err
+	case rerr != nil:
+		return rerr
 	}
-	return r.rn, nil
+	return cerr
+}
+
+// feed hands the buffered bytes to consume and keeps what it left for the next read.
+func (f *frameReader) feed(consume consumeFunc, now time.Time) error {
+	used, need, err := consume(f.buf[:f.n], now)
+	copy(f.buf, f.buf[used:f.n])
+	f.n -= used
+	if need > len(f.buf) {
+		nb := make([]byte, need)
+		copy(nb, f.buf[:f.n])
+		f.buf = nb
+	}
+	return err
+}
+
+func (f *frameReader) loopPlain(consume consumeFunc) error {
+	for {
+		n, err := f.r.c.Read(f.buf[f.n:])
+		if n > 0 {
+			f.n += n
+			if cerr := f.feed(consume, time.Now()); cerr != nil {
+				return cerr
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 func (r *rawConn) doWrite(fd uintptr) bool {
@@ -97,6 +148,22 @@ func (r *rawConn) doWrite(fd uintptr) bool {
 		}
 	}
 	return true
+}
+
+func (r *rawConn) doTry(fd uintptr) {
+	for r.wn < len(r.wbuf) {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&r.wbuf[r.wn])), uintptr(len(r.wbuf)-r.wn))
+		switch e {
+		case 0:
+			r.wn += int(n)
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return
+		default:
+			r.werr = e
+			return
+		}
+	}
 }
 
 // Write writes all of p; it honours the connection's write deadline.
@@ -119,23 +186,50 @@ func (r *rawConn) Write(p []byte) (int, error) {
 	return r.wn, nil
 }
 
+// tryWrite writes as much of p as the socket takes now and never waits: a full socket
+// returns fewer bytes and no error. One goroutine at a time may write.
+func (r *rawConn) tryWrite(p []byte) (int, error) {
+	if r.rc == nil {
+		return r.c.Write(p)
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.wbuf, r.wn, r.werr = p, 0, 0
+	err := r.rc.Control(r.tryFn)
+	r.wbuf = nil
+	switch {
+	case err != nil:
+		return r.wn, err
+	case r.werr != 0:
+		return r.wn, os.NewSyscallError("write", r.werr)
+	}
+	return r.wn, nil
+}
+
+// shutdown ends both directions of the connection without waiting for calls in progress:
+// the reader sees the end of the stream and closes it.
+func (r *rawConn) shutdown() {
+	if r.rc == nil {
+		if tc, ok := r.c.(*net.TCPConn); ok {
+			_ = tc.CloseRead()
+			_ = tc.CloseWrite()
+		}
+		return
+	}
+	_ = r.rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+}
+
 func (r *rawConn) Close() error                       { return r.c.Close() }
 func (r *rawConn) SetWriteDeadline(t time.Time) error { return r.c.SetWriteDeadline(t) }
 func (r *rawConn) RemoteAddr() net.Addr               { return r.c.RemoteAddr() }
 
-// sleeper waits for the next send on a timerfd in the netpoller instead of a runtime timer:
-// the monitor thread also wakes for every runtime timer that expires, which would double the
-// wakeups of a mesh sending hundreds of messages a second. It falls back to a runtime timer
-// when the timerfd fails.
-type sleeper struct {
+// ticker calls a step function at the times it asks for, waiting on a timerfd in the
+// netpoller instead of a runtime timer: the monitor thread also wakes for every runtime timer
+// that expires. It falls back to a runtime timer when the timerfd fails.
+type ticker struct {
 	f      *os.File
 	rc     syscall.RawConn
-	spec   itimerspec
-	serr   syscall.Errno
-	setFn  func(uintptr)
-	readFn func(uintptr) bool
-	buf    [8]byte
-	useFB  bool // only the sleeping goroutine touches it
 	fb     *timerSleeper
 	closed atomic.Bool
 }
@@ -147,56 +241,73 @@ type itimerspec struct {
 
 const clockMonotonic = 1
 
-func newSleeper() *sleeper {
-	s := &sleeper{fb: newTimerSleeper(), useFB: true}
+func newTicker() *ticker {
+	t := &ticker{fb: newTimerSleeper()}
 	fd, _, e := syscall.RawSyscall(syscall.SYS_TIMERFD_CREATE, clockMonotonic, syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if e != 0 {
-		return s
+		return t
 	}
 	f := os.NewFile(fd, "timerfd")
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		return s
+		return t
 	}
-	s.f, s.rc, s.useFB = f, rc, false
-	s.setFn, s.readFn = s.doSet, s.doRead
-	return s
+	t.f, t.rc = f, rc
+	return t
 }
 
-func (s *sleeper) doSet(fd uintptr) {
-	_, _, s.serr = syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&s.spec)), 0, 0, 0)
-}
-
-func (s *sleeper) doRead(fd uintptr) bool {
-	_, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&s.buf[0])), 8)
-	return e != syscall.EAGAIN
-}
-
-// sleep waits d; it returns an error at once when the sleeper is closed.
-func (s *sleeper) sleep(d time.Duration) error {
-	if !s.useFB {
-		if d <= 0 {
-			return nil
-		}
-		s.spec.value = syscall.NsecToTimespec(int64(d))
-		err := s.rc.Control(s.setFn)
-		if err == nil && s.serr == 0 {
-			err = s.rc.Read(s.readFn)
-		}
-		if (err == nil && s.serr == 0) || s.closed.Load() {
-			return err
-		}
-		s.useFB = true
+// run calls step until it returns a negative duration or the ticker is closed; step returns
+// how long to wait before its next call. Like frameReader.loop it stays inside one
+// RawConn.Read, so a wakeup costs one read of the timerfd and one timerfd_settime.
+func (t *ticker) run(step func(now time.Time) time.Duration) {
+	if t.rc == nil {
+		t.runFallback(step)
+		return
 	}
-	return s.fb.sleep(d)
+	var spec itimerspec
+	var buf [8]byte
+	var serr syscall.Errno
+	armed, stopped := false, false
+	err := t.rc.Read(func(fd uintptr) bool {
+		if armed {
+			_, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), 8)
+			if e == syscall.EAGAIN {
+				return false // a wakeup for an expiry already consumed
+			}
+			armed = false
+		}
+		for {
+			d := step(time.Now())
+			if d < 0 {
+				stopped = true
+				return true
+			}
+			if d == 0 {
+				continue
+			}
+			spec.value = syscall.NsecToTimespec(int64(d))
+			_, _, serr = syscall.RawSyscall6(syscall.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+			if serr != 0 {
+				return true
+			}
+			armed = true
+			return false
+		}
+	})
+	if stopped || t.closed.Load() {
+		return
+	}
+	if err != nil || serr != 0 {
+		t.runFallback(step)
+	}
 }
 
-// Close ends a sleep in progress and every later one.
-func (s *sleeper) Close() {
-	s.closed.Store(true)
-	s.fb.Close()
-	if s.f != nil {
-		s.f.Close()
+// Close ends a run in progress and every later one.
+func (t *ticker) Close() {
+	t.closed.Store(true)
+	t.fb.Close()
+	if t.f != nil {
+		t.f.Close()
 	}
 }

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -8,25 +9,60 @@ import (
 	"stormwatch/agents/internal/sample"
 )
 
-// Blocks are fixed-size chunks, sealed when full and never grown, so a buffered sample costs
-// its 16 bytes and not the slack of a doubling slice.
+// record is one buffered sample in 12 bytes: time and round are offsets from its chunk, val
+// is the RTT (or quorum latency) in microseconds, or statusBase|status when the status is not
+// ok, and idx is the peer index (mesh) or the quorum key index (quorum).
+type record struct {
+	timeOffUS  int32
+	val        uint32
+	roundDelta int16
+	idx        uint16
+}
+
 const (
-	blockCap       = 4096
-	quorumBlockCap = 1024
+	statusBase = 0xFFFFFFF0
+	// A chunk's records fill one allocation size class exactly: 2 KiB of mesh samples, 1 KiB
+	// of quorum samples (a fifth as many at the base workload).
+	meshChunkRecs   = 2048 / 12
+	quorumChunkRecs = 1024 / 12
 )
 
-// Recorder buffers mesh and quorum samples in 16-byte records. Only reader and timeout paths
-// call it, never the goroutine that writes to a socket, and it holds its lock for an append.
+// chunk is a run of samples sharing a base time, base round and payload size. Chunks are
+// small, fixed and chained: a buffered sample costs its 12 bytes, a share of its chunk's
+// header and at most one partly filled chunk per kind, which keeps it under 16 bytes at the
+// production cut cadence (64 KiB blocks cost 41 there).
+type chunk struct {
+	next       *chunk
+	baseTimeUS int64
+	baseRound  uint64
+	payload    int
+	recs       []record // fixed capacity, never grown
+}
+
+// chain is the list of chunks of one kind; the newest is last.
+type chain struct {
+	first, last *chunk
+	recs        int
+}
+
+// quorumKey is a group and its k and n, as recorded with a quorum sample.
+type quorumKey struct {
+	group uint8
+	k, n  uint8
+}
+
+// Recorder buffers mesh and quorum samples. The probe's reader goroutines and its loss
+// recorder call it, never the goroutine that sends; it holds its lock for an append.
 type Recorder struct {
-	mu        sync.Mutex
-	peers     []string // append-only: an index handed out stays valid for the process
-	peerIdx   map[string]uint16
-	groups    []string
-	groupIdx  map[string]uint8
-	sealed    []*sample.MeshBlock
-	curMesh   *sample.MeshBlock // a block holds mesh or quorum samples, each in fixed chunks
-	curQuorum *sample.MeshBlock
-	pending   int
+	mu      sync.Mutex
+	peers   []string // append-only: an index handed out stays valid for the process
+	peerIdx map[string]uint16
+	groups  []string
+	keys    []quorumKey
+	keyIdx  map[quorumKey]uint16
+	mesh    chain
+	quorum  chain
+	pending int
 
 	measuredMesh   atomic.Uint64
 	measuredQuorum atomic.Uint64
@@ -34,7 +70,8 @@ type Recorder struct {
 
 // NewRecorder returns an empty recorder.
 func NewRecorder() *Recorder {
-	return &Recorder{peerIdx: map[string]uint16{}, groupIdx: map[string]uint8{}}
+	return &Recorder{peerIdx: map[string]uint16{}, keyIdx: map[quorumKey]uint16{},
+		mesh: chain{recs: meshChunkRecs}, quorum: chain{recs: quorumChunkRecs}}
 }
 
 // PeerIndex returns the stable compact index of a peer id.
@@ -50,88 +87,84 @@ func (r *Recorder) PeerIndex(id string) uint16 {
 	return i
 }
 
-// GroupIndex returns the stable compact index of a group name.
-func (r *Recorder) GroupIndex(name string) uint8 {
+// QuorumKey returns the stable compact index of a group with its k and n.
+func (r *Recorder) QuorumKey(name string, k, n int) uint16 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if i, ok := r.groupIdx[name]; ok {
+	g := -1
+	for i, x := range r.groups {
+		if x == name {
+			g = i
+		}
+	}
+	if g < 0 {
+		g = len(r.groups)
+		r.groups = append(r.groups, name)
+	}
+	key := quorumKey{group: uint8(g), k: uint8(k), n: uint8(n)}
+	if i, ok := r.keyIdx[key]; ok {
 		return i
 	}
-	i := uint8(len(r.groups))
-	r.groups = append(r.groups, name)
-	r.groupIdx[name] = i
+	i := uint16(len(r.keys))
+	r.keys = append(r.keys, key)
+	r.keyIdx[key] = i
 	return i
 }
 
-// blockFor returns the open block of the kind (quorum or mesh) that can hold a sample at
-// (t, round, payload), sealing it when full, when an offset would overflow or the payload
-// size changed. Caller holds mu.
-func (r *Recorder) blockFor(quorum bool, tUS int64, round uint64, payload int) *sample.MeshBlock {
-	cur := &r.curMesh
-	if quorum {
-		cur = &r.curQuorum
-	}
-	if c := *cur; c != nil && c.PayloadBytes == payload && (len(c.Mesh) < cap(c.Mesh) || len(c.Quorum) < cap(c.Quorum)) {
-		dt := tUS - c.BaseTimeUS
-		dr := int64(round) - int64(c.BaseRound)
-		if dt > -1<<31 && dt < 1<<31-1 && dr > -1<<31 && dr < 1<<31-1 {
-			return c
+// add appends one record to c, opening a chunk when the last is full, when an offset would
+// not fit, or when the payload size changed. Caller holds mu.
+func (r *Recorder) add(c *chain, tUS int64, round uint64, payload int, val uint32, idx uint16) {
+	r.pending++
+	if h := c.last; h != nil && len(h.recs) < cap(h.recs) && h.payload == payload {
+		dt := tUS - h.baseTimeUS
+		dr := int64(round - h.baseRound)
+		if dt >= math.MinInt32 && dt <= math.MaxInt32 && dr >= math.MinInt16 && dr <= math.MaxInt16 {
+			h.recs = append(h.recs, record{timeOffUS: int32(dt), val: val, roundDelta: int16(dr), idx: idx})
+			return
 		}
 	}
-	r.seal(cur)
-	b := &sample.MeshBlock{BaseTimeUS: tUS, BaseRound: round, PayloadBytes: payload}
-	if quorum {
-		b.Quorum = make([]sample.Quorum, 0, quorumBlockCap)
+	h := &chunk{baseTimeUS: tUS, baseRound: round, payload: payload, recs: make([]record, 1, c.recs)}
+	h.recs[0] = record{val: val, idx: idx}
+	if c.last == nil {
+		c.first = h
 	} else {
-		b.Mesh = make([]sample.Mesh, 0, blockCap)
+		c.last.next = h
 	}
-	*cur = b
-	return b
+	c.last = h
 }
 
-// seal closes an open block. Caller holds mu.
-func (r *Recorder) seal(cur **sample.MeshBlock) {
-	b := *cur
-	if b == nil {
-		return
+func encodeVal(d time.Duration, st sample.Status) uint32 {
+	if st != sample.StatusOK {
+		return statusBase | uint32(st)
 	}
-	b.Peers = r.peers
-	b.Groups = r.groups
-	if b.Len() > 0 {
-		r.sealed = append(r.sealed, b)
+	us := d / time.Microsecond
+	return uint32(min(max(us, 0), statusBase-1))
+}
+
+func decodeVal(v uint32) (uint32, sample.Status) {
+	if v >= statusBase {
+		return 0, sample.Status(v - statusBase)
 	}
-	*cur = nil
+	return v, sample.StatusOK
 }
 
 // AddMesh records one mesh sample. rtt is ignored unless st is StatusOK.
 func (r *Recorder) AddMesh(sent time.Time, round uint64, payload int, peer uint16, rtt time.Duration, st sample.Status) {
 	tUS := sent.UnixMicro()
-	var rttUS uint32
-	if st == sample.StatusOK {
-		rttUS = uint32(rtt / time.Microsecond)
-	}
+	val := encodeVal(rtt, st)
 	r.mu.Lock()
-	b := r.blockFor(false, tUS, round, payload)
-	b.Mesh = append(b.Mesh, sample.Mesh{TimeOffUS: int32(tUS - b.BaseTimeUS),
-		RoundDelta: int32(int64(round) - int64(b.BaseRound)), RTTUS: rttUS, Peer: peer, Status: st})
-	r.pending++
+	r.add(&r.mesh, tUS, round, payload, val, peer)
 	r.mu.Unlock()
 	r.measuredMesh.Add(1)
 }
 
-// AddQuorum records one quorum sample; latency is ignored unless st is StatusOK.
-func (r *Recorder) AddQuorum(t time.Time, round uint64, payload int, group uint8, k, n int, latency time.Duration, st sample.Status) {
+// AddQuorum records one quorum sample of the key from QuorumKey; latency is ignored unless
+// st is StatusOK.
+func (r *Recorder) AddQuorum(t time.Time, round uint64, payload int, key uint16, latency time.Duration, st sample.Status) {
 	tUS := t.UnixMicro()
-	var lat uint32
-	if st == sample.StatusOK {
-		lat = uint32(latency / time.Microsecond)
-	}
+	val := encodeVal(latency, st)
 	r.mu.Lock()
-	b := r.blockFor(true, tUS, round, payload)
-	b.Quorum = append(b.Quorum, sample.Quorum{TimeOffUS: int32(tUS - b.BaseTimeUS),
-		RoundDelta: int32(int64(round) - int64(b.BaseRound)), LatencyUS: lat, Group: group,
-		K: uint8(k), N: uint8(n), Status: st})
-	r.pending++
+	r.add(&r.quorum, tUS, round, payload, val, key)
 	r.mu.Unlock()
 	r.measuredQuorum.Add(1)
 }
@@ -143,15 +176,35 @@ func (r *Recorder) Pending() int {
 	return r.pending
 }
 
-// TakeMesh hands every buffered block to the caller and starts afresh.
+// TakeMesh hands every buffered sample to the caller, one block per chunk, and starts afresh.
 func (r *Recorder) TakeMesh() []*sample.MeshBlock {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.seal(&r.curMesh)
-	r.seal(&r.curQuorum)
-	out := r.sealed
-	r.sealed = nil
+	mesh, quorum := r.mesh.first, r.quorum.first
+	r.mesh.first, r.mesh.last, r.quorum.first, r.quorum.last = nil, nil, nil, nil
 	r.pending = 0
+	peers, groups, keys := r.peers, r.groups, r.keys
+	r.mu.Unlock()
+	var out []*sample.MeshBlock
+	for h := mesh; h != nil; h = h.next {
+		b := &sample.MeshBlock{BaseTimeUS: h.baseTimeUS, BaseRound: h.baseRound, PayloadBytes: h.payload,
+			Peers: peers, Groups: groups, Mesh: make([]sample.Mesh, len(h.recs))}
+		for i, x := range h.recs {
+			v, st := decodeVal(x.val)
+			b.Mesh[i] = sample.Mesh{TimeOffUS: x.timeOffUS, RoundDelta: int32(x.roundDelta), RTTUS: v, Peer: x.idx, Status: st}
+		}
+		out = append(out, b)
+	}
+	for h := quorum; h != nil; h = h.next {
+		b := &sample.MeshBlock{BaseTimeUS: h.baseTimeUS, BaseRound: h.baseRound, PayloadBytes: h.payload,
+			Peers: peers, Groups: groups, Quorum: make([]sample.Quorum, len(h.recs))}
+		for i, x := range h.recs {
+			v, st := decodeVal(x.val)
+			k := keys[x.idx]
+			b.Quorum[i] = sample.Quorum{TimeOffUS: x.timeOffUS, RoundDelta: int32(x.roundDelta), LatencyUS: v,
+				Group: k.group, K: k.k, N: k.n, Status: st}
+		}
+		out = append(out, b)
+	}
 	return out
 }
 

@@ -40,3 +40,16 @@ func (s *timerSleeper) sleep(d time.Duration) error {
 func (s *timerSleeper) Close() {
 	s.once.Do(func() { close(s.done); s.t.Stop() })
 }
+
+// runFallback is ticker.run on a runtime timer.
+func (t *ticker) runFallback(step func(now time.Time) time.Duration) {
+	for {
+		d := step(time.Now())
+		if d < 0 {
+			return
+		}
+		if t.fb.sleep(d) != nil {
+			return
+		}
+	}
+}

@@ -5,51 +5,46 @@ import (
 	"time"
 )
 
-func TestSleeperWaitsAtLeastTheDurationAndCloseEndsAWait(t *testing.T) {
+func TestATickerCallsItsStepNoEarlierThanAskedAndCloseEndsIt(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		new  func() interface {
-			sleep(time.Duration) error
-			Close()
-		}
-	}{
-		{"timerfd or fallback", func() interface {
-			sleep(time.Duration) error
-			Close()
-		} {
-			return newSleeper()
-		}},
-		{"runtime timer", func() interface {
-			sleep(time.Duration) error
-			Close()
-		} {
-			return newTimerSleeper()
-		}},
-	} {
+		name     string
+		fallback bool
+	}{{"timerfd", false}, {"runtime timer", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := tc.new()
-			for _, d := range []time.Duration{0, -time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond} {
-				start := time.Now()
-				if err := s.sleep(d); err != nil {
-					t.Fatalf("sleep(%v): %v", d, err)
+			tk := newTicker()
+			run := tk.run
+			if tc.fallback {
+				run = tk.runFallback
+			}
+			waits := []time.Duration{0, 2 * time.Millisecond, 5 * time.Millisecond, 1 * time.Millisecond}
+			var calls []time.Time
+			run(func(now time.Time) time.Duration {
+				calls = append(calls, now)
+				if len(calls) > len(waits) {
+					return -1
 				}
-				if got := time.Since(start); got < d {
-					t.Fatalf("sleep(%v) returned after %v", d, got)
+				return waits[len(calls)-1]
+			})
+			if len(calls) != len(waits)+1 {
+				t.Fatalf("step called %d times, want %d", len(calls), len(waits)+1)
+			}
+			for i, w := range waits {
+				if got := calls[i+1].Sub(calls[i]); got < w {
+					t.Fatalf("call %d came %v after the previous one, asked for %v", i+1, got, w)
 				}
 			}
-			done := make(chan error, 1)
-			go func() { done <- s.sleep(time.Hour) }()
-			s.Close()
+			done := make(chan struct{})
+			waiting := make(chan struct{})
+			go func() {
+				defer close(done)
+				run(func(time.Time) time.Duration { close(waiting); return time.Hour })
+			}()
+			<-waiting
+			tk.Close()
 			select {
-			case err := <-done:
-				if err == nil {
-					t.Fatal("a sleep ended by Close returned no error")
-				}
+			case <-done:
 			case <-time.After(10 * time.Second):
-				t.Fatal("Close did not end the sleep")
-			}
-			if err := s.sleep(time.Hour); err == nil {
-				t.Fatal("a sleep after Close returned no error")
+				t.Fatal("Close did not end the run")
 			}
 		})
 	}

@@ -4,17 +4,16 @@
 package mesh
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Frame layout (big endian): magic u32 | payload length u32 | round u64 | sender id [16] | payload.
@@ -110,6 +109,10 @@ func (s *EchoServer) closeAll() {
 	}
 }
 
+var errBadFrame = errors.New("mesh echo: bad frame")
+
+// echo answers frames as they arrive: all complete frames of one read go back in one write,
+// made from inside the read loop without waiting; only a full socket makes it wait.
 func (s *EchoServer) echo(c net.Conn, rc *rawConn) {
 	defer s.wg.Done()
 	defer func() {
@@ -118,31 +121,50 @@ func (s *EchoServer) echo(c net.Conn, rc *rawConn) {
 		s.mu.Unlock()
 		c.Close()
 	}()
-	br := bufio.NewReaderSize(rc, 64<<10)
-	buf := make([]byte, headerLen+1024)
+	fr := newFrameReader(rc, 16<<10)
+	var pending []byte
+	consume := func(b []byte, _ time.Time) (int, int, error) {
+		used, need := 0, 0
+		var err error
+		for {
+			if len(b)-used < headerLen {
+				need = headerLen
+				break
+			}
+			h := b[used : used+headerLen]
+			n := int(binary.BigEndian.Uint32(h[4:8]))
+			if binary.BigEndian.Uint32(h[0:4]) != frameMagic || n > maxPayloadBytes {
+				s.log.Debug("mesh echo: bad frame, closing", "remote", c.RemoteAddr())
+				err = errBadFrame
+				break
+			}
+			if len(b)-used < headerLen+n {
+				need = headerLen + n
+				break
+			}
+			used += headerLen + n
+		}
+		if used > 0 {
+			w, werr := rc.tryWrite(b[:used])
+			switch {
+			case werr != nil:
+				return used, need, werr
+			case w < used:
+				pending = append(pending[:0], b[w:used]...)
+				return used, need, errWouldBlock
+			}
+		}
+		return used, need, err
+	}
 	for {
-		if _, err := io.ReadFull(br, buf[:headerLen]); err != nil {
+		err := fr.loop(consume)
+		if err != errWouldBlock {
 			return
 		}
-		if binary.BigEndian.Uint32(buf[0:4]) != frameMagic {
-			s.log.Debug("mesh echo: bad magic, closing", "remote", c.RemoteAddr())
-			return
-		}
-		n := int(binary.BigEndian.Uint32(buf[4:8]))
-		if n > maxPayloadBytes {
-			return
-		}
-		if cap(buf) < headerLen+n {
-			nb := make([]byte, headerLen+n)
-			copy(nb, buf[:headerLen])
-			buf = nb
-		}
-		buf = buf[:headerLen+n]
-		if _, err := io.ReadFull(br, buf[headerLen:]); err != nil {
-			return
-		}
-		if _, err := rc.Write(buf); err != nil {
+		if _, err := rc.Write(pending); err != nil {
 			return
 		}
 	}
 }
+
+var errWouldBlock = errors.New("mesh: socket full")
