@@ -34,6 +34,7 @@ type MeshRow struct {
 // QuorumRow is one stored quorum sample.
 type QuorumRow struct {
 	Src, Group string
+	TimeUS     int64
 	Round      int64
 	K, N       int
 	LatencyUS  int64 // -1 when null
@@ -79,6 +80,14 @@ func (s *Server) SetGroups(g []client.MeshGroup) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mesh.Groups = g
+}
+
+// SetShipper sets the shipper section of the served config (the API's default is 20000
+// samples and 2000 ms).
+func (s *Server) SetShipper(maxSamples, maxAgeMs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shipper = client.ShipperConfig{MaxBatchSamples: maxSamples, MaxBatchAgeMs: maxAgeMs}
 }
 
 // SetPollS sets config_poll_s of the served config.
@@ -300,13 +309,30 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if q := b.Quorum; q != nil {
-		for i := range q.TimeUS {
+		n := len(q.TimeUS)
+		if len(q.GroupIdx) != n || len(q.Round) != n || len(q.K) != n || len(q.N) != n || len(q.LatencyUS) != n || len(q.Status) != n {
+			http.Error(w, "quorum columns differ in length", http.StatusUnprocessableEntity)
+			return
+		}
+		for i := range n {
+			if q.GroupIdx[i] < 0 || q.GroupIdx[i] >= len(q.Groups) {
+				http.Error(w, "quorum.group_idx out of range at "+strconv.Itoa(i), http.StatusUnprocessableEntity)
+				return
+			}
+			if q.K[i] < 1 || q.K[i] > q.N[i] {
+				http.Error(w, "quorum.k must be between 1 and n at "+strconv.Itoa(i), http.StatusUnprocessableEntity)
+				return
+			}
 			lat := int64(-1)
 			if q.LatencyUS[i] != nil {
 				lat = *q.LatencyUS[i]
 			}
-			qrows = append(qrows, QuorumRow{Src: a.id, Group: q.Groups[q.GroupIdx[i]], Round: q.Round[i], K: q.K[i], N: q.N[i],
-				LatencyUS: lat, Status: q.Status[i]})
+			if (q.Status[i] == 0) != (lat >= 0) {
+				http.Error(w, "quorum.latency_us must be set exactly when status is 0", http.StatusUnprocessableEntity)
+				return
+			}
+			qrows = append(qrows, QuorumRow{Src: a.id, Group: q.Groups[q.GroupIdx[i]], TimeUS: q.TimeUS[i], Round: q.Round[i],
+				K: q.K[i], N: q.N[i], LatencyUS: lat, Status: q.Status[i]})
 		}
 	}
 	nStorage := 0

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -144,6 +145,63 @@ func TestThreeAgentsEnrollMeshAndShipEverySampleOnceThroughAnOutage(t *testing.T
 		}
 		if fc["mesh_spooled"].(float64) == 0 {
 			t.Logf("%s spooled nothing during the outage", a.name)
+		}
+	}
+
+	// Quorum samples arrive once each, and each is the k-th fastest of its round's replies.
+	type key struct {
+		src   string
+		round int64
+	}
+	replies := map[key][]int64{}
+	asked := map[key]int{}
+	for _, r := range rows {
+		k := key{r.Src, r.Round}
+		asked[k]++
+		if r.Status == 0 {
+			replies[k] = append(replies[k], r.RTTUS)
+		}
+	}
+	qrows := api.QuorumRows()
+	perSrcQ := map[string]int{}
+	seenQ := map[string]bool{}
+	okQ := 0
+	for _, q := range qrows {
+		id := fmt.Sprintf("%s/%s/%d", q.Src, q.Group, q.Round)
+		if seenQ[id] {
+			t.Fatalf("quorum sample %s stored twice", id)
+		}
+		seenQ[id] = true
+		perSrcQ[q.Src]++
+		// Every agent is in one zone: the group is a majority of the agents known at the time
+		// (two of them while the third had not enrolled yet).
+		if q.Group != "zone-majority" || q.K != q.N/2+1 || q.N < 2 || q.N > 3 {
+			t.Fatalf("quorum sample %s: group %s k=%d n=%d, want a zone majority", id, q.Group, q.K, q.N)
+		}
+		k := key{q.Src, q.Round}
+		if asked[k] != q.N {
+			t.Fatalf("quorum sample %s: %d mesh samples stored for its round, want %d", id, asked[k], q.N)
+		}
+		rtts := slices.Clone(replies[k])
+		slices.Sort(rtts)
+		switch {
+		case len(rtts) < q.K:
+			if q.Status == 0 {
+				t.Fatalf("quorum sample %s is ok with %d replies", id, len(rtts))
+			}
+		case q.Status != 0 || q.LatencyUS != rtts[q.K-1]:
+			t.Fatalf("quorum sample %s: %d us (status %d), want the %d-th fastest of %v", id, q.LatencyUS, q.Status, q.K, rtts)
+		default:
+			okQ++
+		}
+	}
+	if okQ == 0 {
+		t.Fatal("no ok quorum sample was stored")
+	}
+	for _, a := range agents {
+		fc := a.logs.finalCounts(t)
+		if got, measured := perSrcQ[ids[a.name]], int(fc["quorum_measured"].(float64)); got != measured {
+			t.Errorf("%s: %d quorum rows stored, %d measured", a.name, got, measured)
 		}
 	}
 }
