@@ -18,6 +18,7 @@ suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=com
 suite "backend (pytest)" bash -c 'cd backend && ../.venv/bin/python -m pytest -q -p no:cacheprovider'
 if [ -f agents/go.mod ]; then
   suite "agents (go test -race)" bash -c 'cd agents && go vet ./... && go test -race -count=1 ./...'
+  suite "agent deployment files" agents/deploy/check.sh
 fi
 if [ -f frontend/package.json ]; then
   suite "frontend (unit + e2e)" bash -c 'cd frontend && npm test'
