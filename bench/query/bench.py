@@ -36,6 +36,7 @@ from stormwatch.devtools.services import (
     PostgresServer,
     free_port,
     run_migrations,
+    server_shared_buffers,
     wait_for_port,
 )
 from stormwatch.services.rollups import merge_stat_rows, stats_from_values
@@ -440,7 +441,7 @@ def main() -> None:
     tmp = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="stormwatch-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
     os.chmod(tmp, 0o755)
-    pg = PostgresServer(tmp / "pg", free_port())
+    pg = PostgresServer(tmp / "pg", free_port(), shared_buffers=server_shared_buffers())
     api: subprocess.Popen[bytes] | None = None
     # BENCH_REUSE=1 with BENCH_DIR times the queries again on data loaded by an earlier run.
     reuse = bool(keep and os.environ.get("BENCH_REUSE") and (tmp / "pg" / "PG_VERSION").exists()

@@ -59,6 +59,13 @@ def _chown_pg(path: Path) -> None:
         os.chown(path, pw.pw_uid, pw.pw_gid)
 
 
+def server_shared_buffers() -> str:
+    """A quarter of the machine's memory, between 256 MB and 8 GB: PostgreSQL's usual sizing
+    for a dedicated server (and what timescaledb-tune picks)."""
+    total_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    return f"{min(max(total_mb // 4, 256), 8192)}MB"
+
+
 @dataclass
 class PostgresServer:
     data_dir: Path
@@ -66,6 +73,9 @@ class PostgresServer:
     user: str = "stormwatch"
     database: str = "stormwatch"
     password: str | None = None  # None: trust on loopback (throwaway test clusters only)
+    # None keeps the small default of throwaway test clusters; long-lived servers pass
+    # server_shared_buffers(), since rollup reads over days live or die by the buffer cache.
+    shared_buffers: str | None = None
     log_file: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -116,8 +126,11 @@ class PostgresServer:
     def start(self) -> None:
         self.log_file.touch(exist_ok=True)
         _chown_pg(self.log_file)
+        opts = f"-p {self.port}"
+        if self.shared_buffers:
+            opts += f" -c shared_buffers={self.shared_buffers}"
         self._run(str(pg_bin() / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
-                  "-o", f"-p {self.port}", "-w", "-t", "60", "start")
+                  "-o", opts, "-w", "-t", "60", "start")
         wait_for_port(self.port)
         self._ensure_database()
 

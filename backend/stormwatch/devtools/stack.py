@@ -30,6 +30,7 @@ from stormwatch.devtools.services import (
     RedisServer,
     free_port,
     run_migrations,
+    server_shared_buffers,
     wait_for_port,
 )
 
@@ -74,7 +75,8 @@ class Stack:
             self.state.setdefault("pg_port", free_port())
             self.state.setdefault("pg_password", secrets.token_urlsafe(16))
             self.pg = PostgresServer(self.data_dir / "pg", self.state["pg_port"],
-                                     password=self.state["pg_password"])
+                                     password=self.state["pg_password"],
+                                     shared_buffers=server_shared_buffers())
             self.pg.init()
             log(f"starting PostgreSQL on 127.0.0.1:{self.pg.port} ({self.pg.data_dir})")
             self.pg.start()
