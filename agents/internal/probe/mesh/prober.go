@@ -2,12 +2,14 @@ package mesh
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
+	"math"
 	mrand "math/rand/v2"
 	"net"
 	"slices"
@@ -63,8 +65,8 @@ const (
 	// and independent from round to round and from agent to agent, so agents never send in
 	// lockstep, while the agent wakes DefaultSlots times a round instead of once per peer.
 	Spread SendMode = iota
-	// Broadcast sends to every peer back to back, in a random order, at one random instant of
-	// each round, as StormCloud broadcasts.
+	// Broadcast sends to every peer back to back at one random instant of each round, as
+	// StormCloud broadcasts.
 	Broadcast
 )
 
@@ -293,8 +295,8 @@ func (p *Prober) wake() {
 }
 
 // pacer sends rounds on one timer. For every round it draws the send instants afresh and
-// assigns each link to one of them at random; links of one instant are sent back to back in
-// a random order.
+// assigns each link to one of them at random; the links of one instant are sent back to
+// back, the farthest first.
 type pacer struct {
 	p       *Prober
 	clock   *roundClock
@@ -376,13 +378,25 @@ func (pc *pacer) planRound(now time.Time) {
 	}
 	slices.Sort(pc.offs)
 	start := c.start(pc.round)
-	// A random slot per link, then the links grouped by slot, in a random order within it.
+	// A random slot per link; within a slot the farthest peers first: a reply that comes back
+	// before the rest of its burst is written is read only after it, which would add our own
+	// sends to its RTT, so the fastest links (the self-loop above all) go last. Ties in a
+	// random order.
 	pc.order = append(pc.order, ls...)
 	mrand.Shuffle(len(pc.order), func(i, j int) { pc.order[i], pc.order[j] = pc.order[j], pc.order[i] })
 	for _, l := range pc.order {
 		l.slot = mrand.IntN(s)
+		l.sortRTT = l.rtt.Load()
+		if l.sortRTT == 0 {
+			l.sortRTT = math.MaxInt64 // not measured yet: possibly far
+		}
 	}
-	slices.SortStableFunc(pc.order, func(a, b *link) int { return a.slot - b.slot })
+	slices.SortStableFunc(pc.order, func(a, b *link) int {
+		if a.slot != b.slot {
+			return a.slot - b.slot
+		}
+		return cmp.Compare(b.sortRTT, a.sortRTT)
+	})
 	for _, l := range pc.order {
 		pc.at = append(pc.at, start.Add(pc.offs[l.slot]))
 	}
@@ -436,8 +450,10 @@ type link struct {
 	timeout time.Duration
 	ctx     context.Context // ends dialing
 	cancel  context.CancelFunc
-	frame   []byte // the next frame; pacer only
-	slot    int    // the send instant of the current round; pacer only
+	frame   []byte       // the next frame; pacer only
+	slot    int          // the send instant of the current round; pacer only
+	sortRTT int64        // rtt when the round was planned; pacer only
+	rtt     atomic.Int64 // moving average of ok RTTs in nanoseconds, 0 before the first
 
 	mu       sync.Mutex
 	conn     *rawConn
@@ -761,7 +777,13 @@ func (l *link) read(c *rawConn, gen uint64) {
 				// Back, but not within the timeout: a loss like one that never came back.
 				l.record(e, 0, sample.StatusTimeout)
 			default:
-				l.record(e, now.Sub(e.sent), sample.StatusOK)
+				rtt := now.Sub(e.sent)
+				l.record(e, rtt, sample.StatusOK)
+				if avg := l.rtt.Load(); avg == 0 {
+					l.rtt.Store(int64(rtt))
+				} else {
+					l.rtt.Store(avg + (int64(rtt)-avg)/8)
+				}
 			}
 		}
 		l.mu.Lock()
