@@ -1,14 +1,18 @@
 // Command agent-bench measures the Stormwatch agent at StormCloud's base workload (seed 003
 // §4.1: 100 rounds/s, 1024-byte payloads, 8 nodes) on loopback, against an in-process fake
-// ingest API so that only the agents are measured:
+// ingest API serving the API's default config (batches cut every 2 s), so that only the
+// agents, as shipped, are measured:
 //
 //	(a) 8 agents for -duration: CPU % of one core and RSS per agent, node-to-node RTT
-//	    p50/p99/p99.99, bytes per buffered sample;
-//	(b) 2 agents beside `sockperf ping-pong --tcp --full-rtt -m 1024` at the same rate: p50 of each.
+//	    p50/p99/p99.99; bytes per buffered sample from the recorder's heap at the same cadence;
+//	(b) 2 agents and `sockperf ping-pong --tcp --full-rtt -m 1024` at the same rate, side by
+//	    side in windows over -pair-duration, each tool's two ends on the same two CPUs: the
+//	    median over windows of each one's p50.
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -43,7 +47,7 @@ func main() {
 	rate := flag.Float64("rate", 100, "rounds per second")
 	payload := flag.Int("payload", 1024, "payload bytes")
 	duration := flag.Duration("duration", 60*time.Second, "measurement window of the mesh phase")
-	pairDuration := flag.Duration("pair-duration", 30*time.Second, "measurement window of the pair phase")
+	pairDuration := flag.Duration("pair-duration", 30*time.Second, "measurement time of the pair phase (in windows of about 5 s)")
 	sockperf := flag.String("sockperf", "sockperf", "sockperf binary")
 	flag.StringVar(&sendMode, "send-mode", "spread", "mesh.send_mode of the agents: spread or broadcast")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the first mesh agent, taken during the window, to this file")
@@ -56,23 +60,36 @@ func main() {
 
 // fleet is a fake API with agent processes meshing through it.
 type fleet struct {
-	api     *fakeapi.Server
-	srv     *http.Server
-	url     string
-	procs   []*exec.Cmd
-	names   []string
-	dir     string
-	mu      sync.Mutex
-	pairs   map[[2]string]bool
-	rtts    []int64 // node-to-node (not self) RTTs in the window, microseconds
-	selfRTT []int64
-	lost    int
-	ok      int
-	collect atomic.Bool
+	api   *fakeapi.Server
+	srv   *http.Server
+	url   string
+	procs []*exec.Cmd
+	names []string
+	dir   string
+	mu    sync.Mutex
+	pairs map[[2]string]bool
+	rows  []row // every shipped mesh sample since the fleet meshed
+	keep  atomic.Bool
 }
 
-func startFleet(bin string, n int, rate float64, payload int, tag string) (*fleet, error) {
+// row is one shipped mesh sample.
+type row struct {
+	timeUS int64 // when it was sent
+	rttUS  int64 // -1 unless ok
+	self   bool
+}
+
+// API defaults of the served config (backend/stormwatch/services/agents.py).
+const (
+	apiMaxBatchSamples = 20000
+	apiMaxBatchAgeMs   = 2000
+)
+
+// startFleet starts n agents meshing through a fake API; with cpus, agent i runs on CPU
+// cpus[i % len(cpus)].
+func startFleet(bin string, n int, rate float64, payload int, tag string, cpus []string) (*fleet, error) {
 	f := &fleet{api: fakeapi.New(enrollToken, rate, payload, 1000), pairs: map[[2]string]bool{}}
+	f.api.SetShipper(apiMaxBatchSamples, apiMaxBatchAgeMs)
 	f.api.KeepRows = false
 	f.api.OnMesh = f.onMesh
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -93,6 +110,9 @@ func startFleet(bin string, n int, rate float64, payload int, tag string) (*flee
 			return nil, err
 		}
 		cmd := exec.Command(bin, "run")
+		if cpus != nil {
+			cmd = exec.Command("taskset", "-c", cpus[i%len(cpus)], bin, "run")
+		}
 		cmd.Env = append(os.Environ(),
 			"STORMWATCH_API_URL="+f.url, "STORMWATCH_ENROLLMENT_TOKEN="+enrollToken,
 			"STORMWATCH_STATE_DIR="+state, "STORMWATCH_NAME="+name,
@@ -119,21 +139,39 @@ func (f *fleet) onMesh(rows []fakeapi.MeshRow) {
 		if r.Status == 0 {
 			f.pairs[[2]string{r.Src, r.Dst}] = true
 		}
-		if !f.collect.Load() {
-			continue
-		}
-		if r.Status != 0 {
-			f.lost++
-			continue
-		}
-		f.ok++
-		if r.Src == r.Dst {
-			f.selfRTT = append(f.selfRTT, r.RTTUS)
-		} else {
-			f.rtts = append(f.rtts, r.RTTUS)
+		if f.keep.Load() {
+			f.rows = append(f.rows, row{timeUS: r.TimeUS, rttUS: r.RTTUS, self: r.Src == r.Dst})
 		}
 	}
 }
+
+// window returns the samples sent within [from, to): node-to-node RTTs and self-loop RTTs
+// (sorted, microseconds), and how many samples were ok and how many lost or failed.
+func (f *fleet) window(from, to time.Time) (rtts, self []int64, ok, lost int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a, b := from.UnixMicro(), to.UnixMicro()
+	for _, r := range f.rows {
+		switch {
+		case r.timeUS < a || r.timeUS >= b:
+		case r.rttUS < 0:
+			lost++
+		case r.self:
+			ok++
+			self = append(self, r.rttUS)
+		default:
+			ok++
+			rtts = append(rtts, r.rttUS)
+		}
+	}
+	slices.Sort(rtts)
+	slices.Sort(self)
+	return rtts, self, ok, lost
+}
+
+// settle waits until every sample sent before now has been shipped: one batch age, the
+// shipper's cut tick and the request.
+func settle() { time.Sleep(time.Duration(apiMaxBatchAgeMs)*time.Millisecond + 1500*time.Millisecond) }
 
 // waitMeshed waits until every ordered pair, self included, has delivered an RTT.
 func (f *fleet) waitMeshed(n int, timeout time.Duration) error {
@@ -225,15 +263,16 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("agent binary: %w (build it with make -C agents build)", err)
 	}
-	sizeof, heapB, err := recorderBytes(agentsDir)
+	recordB, heapB, err := recorderBytes(agentsDir)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("buffered mesh sample: unsafe.Sizeof = %d B; heap per sample while buffering = %.2f B (StormCloud: 52 B)\n", sizeof, heapB)
+	fmt.Printf("buffered sample: %d-byte record; measured heap per buffered sample at 2 s cuts (8 peers, 100 rounds/s) = %.2f B (StormCloud: 52 B)\n", recordB, heapB)
 
 	// (a) the mesh at the base workload
-	fmt.Printf("phase a: %d agents, %.0f rounds/s, %d-byte payload, send mode %s, %v window\n", n, rate, payload, sendMode, duration)
-	fa, err := startFleet(bin, n, rate, payload, "mesh")
+	fmt.Printf("phase a: %d agents, %.0f rounds/s, %d-byte payload, send mode %s, batches every %d ms, %v window\n",
+		n, rate, payload, sendMode, apiMaxBatchAgeMs, duration)
+	fa, err := startFleet(bin, n, rate, payload, "mesh", nil)
 	if err != nil {
 		return err
 	}
@@ -242,6 +281,7 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 		return err
 	}
 	fa.api.SetPollS(30) // the default poll interval during the measurement
+	fa.keep.Store(true)
 	time.Sleep(3 * time.Second)
 	t0 := time.Now()
 	ticks0 := make([]int64, n)
@@ -253,35 +293,28 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 		_, sys0[i], _ = cpuSplit(p.Process.Pid)
 	}
 	load0 := loadAvg()
-	fa.collect.Store(true)
 	if cpuProfile != "" {
 		go saveProfile(duration)
 	}
 	time.Sleep(duration)
-	elapsed := time.Since(t0).Seconds()
+	t1 := time.Now()
+	elapsed := t1.Sub(t0).Seconds()
 	var cpus, sysShare []float64
 	var rss []int64
 	for i, p := range fa.procs {
-		t1, err := cpuTicks(p.Process.Pid)
+		tk, err := cpuTicks(p.Process.Pid)
 		if err != nil {
 			return err
 		}
 		_, s1, _ := cpuSplit(p.Process.Pid)
-		cpus = append(cpus, float64(t1-ticks0[i])/clkTck/elapsed*100)
-		sysShare = append(sysShare, float64(s1-sys0[i])/float64(max(t1-ticks0[i], 1))*100)
+		cpus = append(cpus, float64(tk-ticks0[i])/clkTck/elapsed*100)
+		sysShare = append(sysShare, float64(s1-sys0[i])/float64(max(tk-ticks0[i], 1))*100)
 		rss = append(rss, rssKB(p.Process.Pid))
 	}
-	// Let the last batches (max_batch_age 500 ms) arrive before reading the RTTs.
-	time.Sleep(2 * time.Second)
-	fa.collect.Store(false)
-	fa.mu.Lock()
-	rtts := slices.Clone(fa.rtts)
-	self := slices.Clone(fa.selfRTT)
-	ok, lost := fa.ok, fa.lost
-	fa.mu.Unlock()
+	load1 := loadAvg()
+	settle()
+	rtts, self, ok, lost := fa.window(t0, t1)
 	fa.stop()
-	slices.Sort(rtts)
-	slices.Sort(self)
 	maxCPU, sumCPU := 0.0, 0.0
 	for i, c := range cpus {
 		fmt.Printf("  %s: cpu %.2f%% of a core (%.0f%% of it in the kernel), rss %d KiB\n", fa.names[i], c, sysShare[i], rss[i])
@@ -291,8 +324,8 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 	fmt.Printf("  cpu per agent: mean %.2f%%, max %.2f%% of a core\n", sumCPU/float64(n), maxCPU)
 	// The host is shared: its load moves these figures (a busy host even lowers the cost of a
 	// wakeup), so runs are compared together with it.
-	fmt.Printf("  host load average (1 min): %s at the start of the window, %s at its end\n", load0, loadAvg())
-	fmt.Printf("  samples: %d ok, %d lost or failed\n", ok, lost)
+	fmt.Printf("  host load average (1 min): %s at the start of the window, %s at its end\n", load0, load1)
+	fmt.Printf("  samples sent in the window: %d ok, %d lost or failed\n", ok, lost)
 	fmt.Printf("  node-to-node RTT (%d samples): p50 %d us, p99 %d us, p99.99 %d us, max %d us\n",
 		len(rtts), pct(rtts, 50), pct(rtts, 99), pct(rtts, 99.99), pct(rtts, 100))
 	fmt.Printf("  self-loop RTT (%d samples): p50 %d us, p99.99 %d us\n", len(self), pct(self, 50), pct(self, 99.99))
@@ -300,41 +333,129 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 		return errors.New("no node-to-node samples were shipped")
 	}
 
-	// (b) a pair beside sockperf
-	fmt.Printf("phase b: 2 agents and sockperf ping-pong --tcp --full-rtt -m %d at %.0f msg/s, %v window\n", payload, rate, pairDuration)
-	fb, err := startFleet(bin, 2, rate, payload, "pair")
+	// (b) a pair and sockperf side by side, in windows
+	pair50, sp50, err := pairPhase(bin, rate, payload, pairDuration, sockperf)
 	if err != nil {
 		return err
 	}
-	defer fb.stop()
-	if err := fb.waitMeshed(2, 60*time.Second); err != nil {
-		return err
-	}
-	fb.api.SetPollS(30)
-	fb.collect.Store(true)
-	sp50, err := runSockperf(sockperf, payload, rate, pairDuration)
-	if err != nil {
-		return err
-	}
-	time.Sleep(2 * time.Second)
-	fb.collect.Store(false)
-	fb.mu.Lock()
-	pair := slices.Clone(fb.rtts)
-	fb.mu.Unlock()
-	fb.stop()
-	slices.Sort(pair)
-	fmt.Printf("  agent pair RTT (%d samples): p50 %d us, p99 %d us\n", len(pair), pct(pair, 50), pct(pair, 99))
-	fmt.Printf("  sockperf full RTT: p50 %.1f us\n", sp50)
-	fmt.Printf("agent: cpu %.2f%% of a core, %d B/sample, mesh p50 %d us, mesh p99.99 %d us, pair p50 %d us, sockperf p50 %.1f us\n",
-		maxCPU, sizeof, pct(rtts, 50), pct(rtts, 99.99), pct(pair, 50), sp50)
+	fmt.Printf("agent: cpu %.2f%% of a core, %.1f B/sample, mesh p50 %d us, mesh p99.99 %d us, pair p50 %.0f us, sockperf p50 %.1f us\n",
+		maxCPU, heapB, pct(rtts, 50), pct(rtts, 99.99), pair50, sp50)
 	return nil
 }
 
-var benchLine = regexp.MustCompile(`([0-9.]+) B/sample\s+([0-9.]+) sizeof-B`)
+// pairPhase compares two agents with sockperf ping-pong over loopback at the same rate and
+// payload, running at the same time in consecutive windows of about 5 s (sockperf runs once
+// per window; agent samples belong to a window by their send time). Each tool's two ends run
+// on different CPUs, the same two for both, as two VMs would. On this VM where the scheduler
+// puts the two ends, and how long a CPU has been idle, move the RTT more than anything
+// measured (sockperf alone: about 30 us with both ends on one CPU, 110-200 us across two
+// idle ones); side by side on the same CPUs both see the same placement, the same host state
+// and the same activity. The medians over windows of each one's p50 are compared, so a
+// passing disturbance moves one window, not the result.
+func pairPhase(bin string, rate float64, payload int, d time.Duration, sockperf string) (float64, float64, error) {
+	windows := max(3, int(d/(5*time.Second)))
+	w := d / time.Duration(windows)
+	cpus := pairCPUs()
+	where := "unpinned (fewer than 2 CPUs or no taskset)"
+	if cpus != nil {
+		where = fmt.Sprintf("agent 1 and the sockperf client on CPU %s, agent 2 and the sockperf server on CPU %s", cpus[0], cpus[1])
+	}
+	fmt.Printf("phase b: 2 agents and sockperf ping-pong --tcp --full-rtt -m %d, both at %.0f msg/s at the same time, %d windows of %v; %s\n",
+		payload, rate, windows, w, where)
+	fb, err := startFleet(bin, 2, rate, payload, "pair", cpus)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer fb.stop()
+	if err := fb.waitMeshed(2, 60*time.Second); err != nil {
+		return 0, 0, err
+	}
+	fb.api.SetPollS(30)
+	fb.keep.Store(true)
+	sp, err := startSockperfServer(sockperf, cpus)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sp.stop()
+	type span struct {
+		from, to time.Time
+		sp50     float64
+	}
+	var spans []span
+	for range windows {
+		from := time.Now()
+		p50, err := sp.pingPong(payload, rate, w)
+		if err != nil {
+			return 0, 0, err
+		}
+		spans = append(spans, span{from, time.Now(), p50})
+	}
+	settle()
+	var agent50, sock50 []float64
+	var all []int64
+	for i, s := range spans {
+		rtts, _, _, _ := fb.window(s.from, s.to)
+		all = append(all, rtts...)
+		fmt.Printf("  window %d: agent pair p50 %d us (%d samples), sockperf p50 %.1f us\n", i+1, pct(rtts, 50), len(rtts), s.sp50)
+		agent50 = append(agent50, float64(pct(rtts, 50)))
+		sock50 = append(sock50, s.sp50)
+	}
+	slices.Sort(all)
+	a, b := median(agent50), median(sock50)
+	fmt.Printf("  agent pair RTT over all windows (%d samples): p50 %d us, p99 %d us\n", len(all), pct(all, 50), pct(all, 99))
+	fmt.Printf("  median of window p50s: agent pair %.0f us, sockperf %.1f us (difference %+.1f us)\n", a, b, a-b)
+	return a, b, nil
+}
 
-// recorderBytes runs the recorder's memory benchmark in the agents module.
+// pairCPUs returns two CPUs of this process's affinity to split each pair over, or nil.
+func pairCPUs() []string {
+	if _, err := exec.LookPath("taskset"); err != nil {
+		return nil
+	}
+	out, err := exec.Command("taskset", "-c", "-p", strconv.Itoa(os.Getpid())).Output()
+	if err != nil {
+		return nil
+	}
+	// "pid 123's current affinity list: 0-3,6"
+	list := strings.TrimSpace(string(out[bytes.LastIndexByte(out, ':')+1:]))
+	var cpus []string
+	for _, part := range strings.Split(list, ",") {
+		lo, hi, found := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		b := a
+		var err2 error
+		if found {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil {
+			return nil
+		}
+		for c := a; c <= b && len(cpus) < 2; c++ {
+			cpus = append(cpus, strconv.Itoa(c))
+		}
+	}
+	if len(cpus) < 2 {
+		return nil
+	}
+	return cpus
+}
+
+func median(xs []float64) float64 {
+	xs = slices.Clone(xs)
+	slices.Sort(xs)
+	n := len(xs)
+	if n == 0 {
+		return -1
+	}
+	return (xs[(n-1)/2] + xs[n/2]) / 2
+}
+
+var benchLine = regexp.MustCompile(`([0-9.]+) B/sample\s+([0-9.]+) record-B`)
+
+// recorderBytes runs the recorder's memory benchmark in the agents module: the heap bytes per
+// buffered sample at the base workload and the production cut cadence, and the record size.
 func recorderBytes(agentsDir string) (int, float64, error) {
-	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "BenchmarkRecorderBytesPerSample", "-benchtime", "1000000x", "./internal/probe/mesh/")
+	cmd := exec.Command("go", "test", "-run", "^$", "-bench", "BenchmarkRecorderBytesPerSample", "-benchtime", "1x", "./internal/probe/mesh/")
 	cmd.Dir = agentsDir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -351,28 +472,49 @@ func recorderBytes(agentsDir string) (int, float64, error) {
 
 var p50Line = regexp.MustCompile(`percentile 50\.000 =\s+([0-9.]+)`)
 
-// runSockperf runs a sockperf TCP server and a full-RTT ping-pong client at rate msg/s.
-func runSockperf(bin string, payload int, rate float64, d time.Duration) (float64, error) {
+type sockperfServer struct {
+	bin, port string
+	cmd       *exec.Cmd
+	cpus      []string
+}
+
+// startSockperfServer runs a sockperf TCP server on a free loopback port, on cpus[1] if cpus
+// is set (and its clients on cpus[0]).
+func startSockperfServer(bin string, cpus []string) (*sockperfServer, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	ln.Close()
 	srv := exec.Command(bin, "server", "--tcp", "-i", "127.0.0.1", "-p", port)
-	if err := srv.Start(); err != nil {
-		return 0, fmt.Errorf("sockperf server: %w", err)
+	if cpus != nil {
+		srv = exec.Command("taskset", "-c", cpus[1], bin, "server", "--tcp", "-i", "127.0.0.1", "-p", port)
 	}
-	defer func() { _ = srv.Process.Kill(); _ = srv.Wait() }()
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("sockperf server: %w", err)
+	}
+	return &sockperfServer{bin: bin, port: port, cmd: srv, cpus: cpus}, nil
+}
+
+func (s *sockperfServer) stop() { _ = s.cmd.Process.Kill(); _ = s.cmd.Wait() }
+
+// pingPong runs a full-RTT ping-pong client at rate msg/s for d and returns its p50.
+func (s *sockperfServer) pingPong(payload int, rate float64, d time.Duration) (float64, error) {
 	var out []byte
+	var err error
 	for attempt := 0; attempt < 20; attempt++ {
-		time.Sleep(100 * time.Millisecond) // the server needs a moment to bind; retried below
-		cli := exec.Command(bin, "ping-pong", "--tcp", "--full-rtt", "-m", strconv.Itoa(payload), "-i", "127.0.0.1",
-			"-p", port, "-t", strconv.Itoa(int(d.Seconds())), "--mps", strconv.Itoa(int(rate)))
+		args := []string{"ping-pong", "--tcp", "--full-rtt", "-m", strconv.Itoa(payload), "-i", "127.0.0.1",
+			"-p", s.port, "-t", strconv.Itoa(max(1, int(d.Seconds()))), "--mps", strconv.Itoa(int(rate))}
+		cli := exec.Command(s.bin, args...)
+		if s.cpus != nil {
+			cli = exec.Command("taskset", append([]string{"-c", s.cpus[0], s.bin}, args...)...)
+		}
 		out, err = cli.CombinedOutput()
 		if m := p50Line.FindStringSubmatch(string(out)); m != nil {
 			return strconv.ParseFloat(m[1], 64)
 		}
+		time.Sleep(100 * time.Millisecond) // the server may still be binding its port
 	}
 	return 0, fmt.Errorf("sockperf ping-pong: %v\n%s", err, out)
 }
