@@ -40,29 +40,13 @@ func newRawConn(c net.Conn) (*rawConn, error) {
 	return r, nil
 }
 
-// frameReader reads a connection into one buffer and hands the bytes to a consumer.
-type frameReader struct {
-	r   *rawConn
-	buf []byte
-	n   int // bytes in buf not consumed yet
-}
-
-func newFrameReader(r *rawConn, size int) *frameReader {
-	return &frameReader{r: r, buf: make([]byte, size)}
-}
-
-// consumeFunc takes the unconsumed bytes b, which the last read completed at now, and returns
-// how many it used, the number of bytes the next frame needs (to grow the buffer), and an
-// error that ends the loop.
-type consumeFunc func(b []byte, now time.Time) (used, need int, err error)
-
 // loop reads until consume or the connection fails. It stays inside one RawConn.Read: when a
 // read leaves the socket empty (it returned less than it could take), the next wait goes to
 // the netpoller without the read that would only return EAGAIN, which a bufio fill or a new
 // Read call (it forgets readiness seen before it) would cost on every frame.
 func (f *frameReader) loop(consume consumeFunc) error {
 	if f.r.rc == nil {
-		return f.loopPlain(consume)
+		return f.readLoop(f.r.c.Read, consume)
 	}
 	var rerr, cerr error
 	drained := false
@@ -105,34 +89,6 @@ func (f *frameReader) loop(consume consumeFunc) error {
 	return cerr
 }
 
-// feed hands the buffered bytes to consume and keeps what it left for the next read.
-func (f *frameReader) feed(consume consumeFunc, now time.Time) error {
-	used, need, err := consume(f.buf[:f.n], now)
-	copy(f.buf, f.buf[used:f.n])
-	f.n -= used
-	if need > len(f.buf) {
-		nb := make([]byte, need)
-		copy(nb, f.buf[:f.n])
-		f.buf = nb
-	}
-	return err
-}
-
-func (f *frameReader) loopPlain(consume consumeFunc) error {
-	for {
-		n, err := f.r.c.Read(f.buf[f.n:])
-		if n > 0 {
-			f.n += n
-			if cerr := f.feed(consume, time.Now()); cerr != nil {
-				return cerr
-			}
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
 func (r *rawConn) doWrite(fd uintptr) bool {
 	for r.wn < len(r.wbuf) {
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&r.wbuf[r.wn])), uintptr(len(r.wbuf)-r.wn))
@@ -167,28 +123,13 @@ func (r *rawConn) doTry(fd uintptr) {
 }
 
 // Write writes all of p; it honours the connection's write deadline.
-func (r *rawConn) Write(p []byte) (int, error) {
-	if r.rc == nil {
-		return r.c.Write(p)
-	}
-	if len(p) == 0 {
-		return 0, nil
-	}
-	r.wbuf, r.wn, r.werr = p, 0, 0
-	err := r.rc.Write(r.writeFn)
-	r.wbuf = nil
-	switch {
-	case err != nil:
-		return r.wn, err
-	case r.werr != 0:
-		return r.wn, os.NewSyscallError("write", r.werr)
-	}
-	return r.wn, nil
-}
+func (r *rawConn) Write(p []byte) (int, error) { return r.write(p, true) }
 
 // tryWrite writes as much of p as the socket takes now and never waits: a full socket
 // returns fewer bytes and no error. One goroutine at a time may write.
-func (r *rawConn) tryWrite(p []byte) (int, error) {
+func (r *rawConn) tryWrite(p []byte) (int, error) { return r.write(p, false) }
+
+func (r *rawConn) write(p []byte, wait bool) (int, error) {
 	if r.rc == nil {
 		return r.c.Write(p)
 	}
@@ -196,7 +137,12 @@ func (r *rawConn) tryWrite(p []byte) (int, error) {
 		return 0, nil
 	}
 	r.wbuf, r.wn, r.werr = p, 0, 0
-	err := r.rc.Control(r.tryFn)
+	var err error
+	if wait {
+		err = r.rc.Write(r.writeFn)
+	} else {
+		err = r.rc.Control(r.tryFn)
+	}
 	r.wbuf = nil
 	switch {
 	case err != nil:
