@@ -1,4 +1,4 @@
-"""Rollups of every raw series into 1-minute, 1-hour and 1-day buckets.
+"""Rollups of every raw series into 1-minute, 5-minute, 1-hour and 1-day buckets.
 
 Each row holds mergeable aggregates only: counts, min, max, sum, sum of squares and a
 DDSketch (1% relative accuracy, protobuf bytes shared with Go `sketches-go`), so any range
@@ -24,7 +24,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from stormwatch.models.base import Base, utcnow
 
-BUCKET_SECONDS = (60, 3600, 86400)
+# 5-minute and hourly buckets are rolled from minutes, daily ones from hours.
+BUCKET_SECONDS = (60, 300, 3600, 86400)
 
 
 class _Bucket:

@@ -1,14 +1,18 @@
-"""Rollups of raw samples into 1-minute buckets, and of those into 1-hour and 1-day ones.
+"""Rollups of raw samples into 1-minute buckets, of those into 5-minute and 1-hour ones, and
+of the hours into 1-day ones.
 
 Every computation rebuilds whole buckets from their sources and upserts them, so running
 it twice gives the same rows. Late samples are picked up three ways: the minute pass always
 re-rolls a short overlap behind its watermark; ingest marks minutes that are already rolled
 (`mark_late_minutes`); and a sweep compares raw counts with rolled counts over recent hours.
 Coarser buckets are re-rolled whenever a finer row of theirs was recomputed after them.
+A level added to a database that already holds finer rows (the 5-minute one, migration
+0006) fills its history from the newest bucket back, a bounded span per pass.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +31,12 @@ from stormwatch.services.analytics.sketches import (
     value_keys,
 )
 
-MINUTE, HOUR, DAY = 60, 3600, 86400
+MINUTE, FIVE_MINUTES, HOUR, DAY = 60, 300, 3600, 86400
+# Each coarser level and the level it is rolled from. 5-minute buckets exist for long
+# timelines (a week in 10- to 30-minute windows reads 2016 rows per series, not 10 080);
+# hours keep rolling from minutes so the two levels never wait on each other.
+FINER = {FIVE_MINUTES: MINUTE, HOUR: MINUTE, DAY: HOUR}
+COARSE_LEVELS = (FIVE_MINUTES, HOUR, DAY)
 # Samples may arrive a little after their timestamp; the minute pass leaves this margin
 # behind now and re-rolls this much behind its watermark every time.
 SETTLE = timedelta(seconds=30)
@@ -36,6 +45,10 @@ OVERLAP = timedelta(minutes=2)
 # pass; the pass re-reads this far back, which only costs idempotent recomputation.
 COMPUTED_AT_SLACK = timedelta(minutes=5)
 MAX_MINUTES_PER_PASS = 120
+# Filling a new level's history: spans of this length, newest first, for at most this long
+# per pass (one span at least), so the minute pass behind it is never held up for long.
+FILL_SPAN = timedelta(hours=1)
+FILL_SECONDS_PER_PASS = 5.0
 # Cells of the dense (group x bin) matrix built at once when sketching many groups.
 _DENSE_CELLS = 4_000_000
 
@@ -293,22 +306,30 @@ def roll_up_minutes(conn: Connection, kind_name: str, start: datetime, end: date
     return written
 
 
-# --- hour and day rollups from finer ones ---------------------------------------------
+# --- 5-minute, hour and day rollups from finer ones -----------------------------------
+
+
+def finer_level(bucket_s: int) -> int:
+    if bucket_s not in FINER:
+        raise ValueError(f"no rollup level of {bucket_s} s above the minute one; one of "
+                         + ", ".join(str(b) for b in COARSE_LEVELS))
+    return FINER[bucket_s]
 
 
 def roll_up_coarse(conn: Connection, kind_name: str, bucket_s: int,
                    buckets: Sequence[tuple[uuid.UUID, datetime]]) -> int:
-    """Recompute the given (org, bucket_start) buckets of size `bucket_s` (3600 or 86400)
-    from the next finer level (60 or 3600)."""
+    """Recompute the given (org, bucket_start) buckets of size `bucket_s` (300, 3600 or
+    86400) from the level they are rolled from (FINER: minutes, minutes, hours)."""
     kind = KINDS[kind_name]
-    finer = MINUTE if bucket_s == HOUR else HOUR
+    finer = finer_level(bucket_s)
     written = 0
     by_org: dict[uuid.UUID, list[datetime]] = {}
     for org, b in buckets:
         by_org.setdefault(org, []).append(floor_time(b, bucket_s))
     for org, starts in by_org.items():
         for b in sorted(set(starts)):
-            written += _roll_one_coarse(conn, kind, org, bucket_s, finer, b)
+            written += _roll_coarse_span(conn, kind, org, bucket_s, finer, b,
+                                         b + timedelta(seconds=bucket_s))
         if bucket_s == HOUR:
             first_hour_of_day: dict[datetime, datetime] = {}
             for b in starts:
@@ -370,27 +391,29 @@ def _add_sketch(a: Sketch, b: Sketch) -> Sketch:
     return Sketch(lo, out, a.zero_count + b.zero_count)
 
 
-def _roll_one_coarse(conn: Connection, kind: RollupKind, org: uuid.UUID, bucket_s: int,
-                     finer: int, b: datetime) -> int:
-    e = b + timedelta(seconds=bucket_s)
+def _roll_coarse_span(conn: Connection, kind: RollupKind, org: uuid.UUID, bucket_s: int,
+                      finer: int, b: datetime, e: datetime) -> int:
+    """Recompute every `bucket_s` bucket of [b, e) (aligned to it) from the finer rows."""
     stat_cols = []
     for prefix, _ in kind.values:
         stat_cols += [f"{prefix}_count", f"{prefix}_min", f"{prefix}_max", f"{prefix}_sum",
                       f"{prefix}_sum_sq", f"{prefix}_sketch"]
     rows = conn.execute(text(
-        f"SELECT {', '.join(kind.keys)}, sample_count, failure_count, {', '.join(stat_cols)} "
+        f"SELECT {', '.join(kind.keys)}, "
+        f"(floor(extract(epoch FROM bucket_start) / {int(bucket_s)}) * {int(bucket_s)})::bigint, "
+        f"sample_count, failure_count, {', '.join(stat_cols)} "
         f"FROM {kind.table} WHERE org_id = :org AND bucket_s = :f AND bucket_start >= :b "
         f"AND bucket_start < :e"), {"org": org, "f": finer, "b": b, "e": e}).all()
     nk = len(kind.keys)
     written = 0
     if rows:
-        groups, uniq = _group_index([tuple(r[:nk]) for r in rows])
+        groups, uniq = _group_index([tuple(r[: nk + 1]) for r in rows])
         n = len(uniq)
-        sc = np.bincount(groups, weights=[r[nk] for r in rows], minlength=n).astype(np.int64)
-        fc = np.bincount(groups, weights=[r[nk + 1] for r in rows], minlength=n).astype(np.int64)
+        sc = np.bincount(groups, weights=[r[nk + 1] for r in rows], minlength=n).astype(np.int64)
+        fc = np.bincount(groups, weights=[r[nk + 2] for r in rows], minlength=n).astype(np.int64)
         stats = {}
         for j, (prefix, _) in enumerate(kind.values):
-            base = nk + 2 + 6 * j
+            base = nk + 3 + 6 * j
 
             def col(i: int, base: int = base) -> NDArray[np.float64]:
                 return np.array([np.nan if r[base + i] is None else r[base + i] for r in rows],
@@ -398,14 +421,17 @@ def _roll_one_coarse(conn: Connection, kind: RollupKind, org: uuid.UUID, bucket_
 
             stats[prefix] = merge_stat_rows(groups, n, col(0), col(1), col(2), col(3), col(4),
                                             [bytes(r[base + 5]) for r in rows])
-        series = [(org, *k, b) for k in uniq]
+        series = [(org, *k[:-1], datetime.fromtimestamp(k[-1], UTC)) for k in uniq]
         written = _upsert(conn, kind, bucket_s, series, sc, fc, stats)
+    # Buckets whose finer rows are gone lose their rows; rows of this pass are kept.
     conn.execute(text(
-        f"DELETE FROM {kind.table} r WHERE org_id = :org AND bucket_s = :bs AND bucket_start = :b "
+        f"DELETE FROM {kind.table} r WHERE org_id = :org AND bucket_s = :bs "
+        f"AND bucket_start >= :b AND bucket_start < :e "
         f"AND computed_at < transaction_timestamp() AND NOT EXISTS (SELECT 1 FROM {kind.table} x "
         f"WHERE x.org_id = r.org_id AND x.bucket_s = :f AND "
         + " AND ".join(f"x.{k} = r.{k}" for k in kind.keys)
-        + " AND x.bucket_start >= :b AND x.bucket_start < :e)"),
+        + " AND x.bucket_start >= r.bucket_start "
+        f"AND x.bucket_start < r.bucket_start + interval '{int(bucket_s)} seconds')"),
         {"org": org, "bs": bucket_s, "b": b, "e": e, "f": finer})
     return written
 
@@ -416,7 +442,7 @@ def stale_coarse_buckets(conn: Connection, kind_name: str, bucket_s: int,
     """(org, bucket) pairs at `bucket_s` whose finer rows were recomputed after `since`, and
     the newest computed_at seen."""
     kind = KINDS[kind_name]
-    finer = MINUTE if bucket_s == HOUR else HOUR
+    finer = finer_level(bucket_s)
     rows = conn.execute(text(
         f"SELECT org_id, to_timestamp(floor(extract(epoch FROM bucket_start) / :bs) * :bs) AS b, "
         f"max(computed_at) FROM {kind.table} WHERE bucket_s = :f AND computed_at > :since "
@@ -516,8 +542,9 @@ def roll_up_dirty_minutes(conn: Connection, kind_name: str, limit: int = 500) ->
 
 def roll_up_recent(conn: Connection, kind_name: str, now: datetime | None = None) -> dict[str, int]:
     """One pass of the pipeline for a kind: new minutes (with overlap), marked late minutes,
-    then the hours and days whose finer rows changed. Safe to run concurrently with itself
-    only under the advisory lock taken here."""
+    then the 5-minute buckets, hours and days whose finer rows changed (and a bounded span
+    of a level still filling its history). Safe to run concurrently with itself only under
+    the advisory lock taken here."""
     now = now or datetime.now(UTC)
     got = conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtext(:k))"),
                        {"k": f"rollup:{kind_name}"}).scalar()
@@ -538,14 +565,69 @@ def roll_up_recent(conn: Connection, kind_name: str, now: datetime | None = None
     _set_watermark(conn, key, max(stop, wm))
     dirty = roll_up_dirty_minutes(conn, kind_name)
     out = {"minutes": minutes, "dirty": dirty}
-    for bucket_s in (HOUR, DAY):
+    # Hours after 5-minute buckets (both from minutes), days after the hours of this pass.
+    for bucket_s in COARSE_LEVELS:
         k = f"{kind_name}:{bucket_s}"
         since = _watermark(conn, k) or datetime(1970, 1, 1, tzinfo=UTC)
         buckets, _ = stale_coarse_buckets(conn, kind_name, bucket_s, since)
         out[str(bucket_s)] = roll_up_coarse(conn, kind_name, bucket_s, buckets)
         # Finer rows commit at most a few minutes after their computed_at.
         _set_watermark(conn, k, max(since, datetime.now(UTC) - COMPUTED_AT_SLACK))
+        filled = fill_level_history(conn, kind_name, bucket_s)
+        if filled is not None:
+            out[f"{bucket_s}:fill"] = filled
     return out
+
+
+# --- a level added after its finer rows: history filled from the newest back -----------
+
+
+def fill_key(kind_name: str, bucket_s: int) -> str:
+    return f"{kind_name}:{bucket_s}:fill"
+
+
+def fill_level_history(conn: Connection, kind_name: str, bucket_s: int,
+                       budget_s: float = FILL_SECONDS_PER_PASS) -> int | None:
+    """Roll the `bucket_s` buckets older than the level's fill mark, newest first.
+
+    The migration that adds a level to a database holding finer rows sets the mark (in
+    `rollup_watermarks`, key `fill_key`) to the first bucket after it ran: from there on the
+    stale-bucket pass keeps the level complete, and queries read the finer level for ranges
+    that start before the mark. Each call rolls spans of FILL_SPAN back from the mark for
+    `budget_s` seconds (one span at least) and moves the mark behind them; the mark goes
+    once no finer row is left before it. None when the level has no mark."""
+    kind = KINDS[kind_name]
+    finer = finer_level(bucket_s)
+    key = fill_key(kind_name, bucket_s)
+    mark = _watermark(conn, key)
+    if mark is None:
+        return None
+    span = timedelta(seconds=max(int(FILL_SPAN.total_seconds()) // bucket_s, 1) * bucket_s)
+    deadline = time.monotonic() + budget_s
+    orgs = list(conn.execute(text("SELECT id FROM orgs ORDER BY id")).scalars())
+    written = 0
+    while True:
+        # Each org's newest finer row before the mark: gaps in the history are skipped.
+        last: dict[uuid.UUID, datetime] = {}
+        for org in orgs:
+            t = conn.execute(text(
+                f"SELECT max(bucket_start) FROM {kind.table} WHERE org_id = :o "
+                f"AND bucket_s = :f AND bucket_start < :m"),
+                {"o": org, "f": finer, "m": mark}).scalar()
+            if t is not None:
+                last[org] = t
+        if not last:
+            conn.execute(text("DELETE FROM rollup_watermarks WHERE kind = :k"), {"k": key})
+            return written
+        end = floor_time(max(last.values()), bucket_s) + timedelta(seconds=bucket_s)
+        start = end - span
+        for org, t in last.items():
+            if t >= start:
+                written += _roll_coarse_span(conn, kind, org, bucket_s, finer, start, end)
+        mark = start
+        _set_watermark(conn, key, mark)
+        if time.monotonic() >= deadline:
+            return written
 
 
 def apply_rollup_retention(conn: Connection) -> dict[str, int]:

@@ -32,7 +32,10 @@ BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
 # --- rollups (services/rollups.py, worker/tasks/rollups.py) ------------------------------
 BEAT_SCHEDULE.update({
     # Minute buckets close every minute; running each minute keeps the newest rolled data
-    # about a minute and a half old (30 s settle + the pass) and each pass small.
+    # about a minute and a half old (30 s settle + the pass) and each pass small. The same
+    # pass re-rolls the 5-minute buckets, hours and days whose minutes changed (the open
+    # 5-minute bucket is 5 minute rows per series, cheap to redo each minute, and week-long
+    # timelines read it), and fills a newly added level's history a few seconds at a time.
     "roll-up-recent-samples": {
         "task": "stormwatch.roll_up_recent_samples",
         "schedule": timedelta(minutes=1),

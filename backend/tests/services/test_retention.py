@@ -126,7 +126,8 @@ def test_the_settings_api_bounds_raw_retention_by_what_storage_keeps(
     _set_org(api, org, raw_retention_days=14)  # the longest setting decides what is dropped
 
 
-def _rollup_row(conn: Any, table: str, org_id: str, age: timedelta, tag: uuid.UUID) -> None:
+def _rollup_row(conn: Any, table: str, org_id: str, age: timedelta, tag: uuid.UUID,
+                bucket_s: int = 86400) -> None:
     start = datetime.now(UTC) - age
     if table == "mesh_rollups":
         cols, keys = "src_agent_id, dst_agent_id, payload_bytes", ":k, :k, 1024"
@@ -137,8 +138,8 @@ def _rollup_row(conn: Any, table: str, org_id: str, age: timedelta, tag: uuid.UU
     conn.execute(text(
         f"INSERT INTO {table} (org_id, bucket_s, bucket_start, {cols}, sample_count, "
         f"failure_count, {prefix}_count, {prefix}_sum, {prefix}_sum_sq, {prefix}_sketch) "
-        f"VALUES (:o, 86400, :b, {keys}, 1, 0, 1, 1, 1, '\\x'::bytea)"),
-        {"o": org_id, "b": start, "k": tag})
+        f"VALUES (:o, :bs, :b, {keys}, 1, 0, 1, 1, 1, '\\x'::bytea)"),
+        {"o": org_id, "bs": bucket_s, "b": start, "k": tag})
 
 
 def _rollup_ages(db: Engine, table: str, org_id: str) -> list[int]:
@@ -167,3 +168,24 @@ def test_rollups_older_than_the_org_s_setting_go_and_the_rest_stay(
         assert _rollup_ages(db, table, short.org_id) == [10]
         assert _rollup_ages(db, table, default.org_id) == [390, 40]
     assert set(tasks["rollups"].apply().get().values()) == {0}
+
+
+def test_every_rollup_level_follows_the_org_s_rollup_retention(
+        api: httpx.Client, make_org: Callable, db: Engine, tasks: Any) -> None:
+    org = make_org()
+    day = timedelta(days=1)
+    with db.begin() as conn:
+        for table in ("mesh_rollups", "quorum_rollups"):
+            for bucket_s in (60, 300, 3600):
+                for age in (40, 10):
+                    _rollup_row(conn, table, org.org_id, age * day, uuid.uuid4(), bucket_s)
+    assert _set_org(api, org, rollup_retention_days=30)["rollup_retention_days"] == 30
+    tasks["rollups"].apply().get()
+    with db.connect() as conn:
+        left = conn.execute(text(
+            "SELECT bucket_s, round(extract(epoch FROM now() - bucket_start) / 86400) "
+            "FROM mesh_rollups WHERE org_id = :o UNION ALL SELECT bucket_s, "
+            "round(extract(epoch FROM now() - bucket_start) / 86400) FROM quorum_rollups "
+            "WHERE org_id = :o ORDER BY 1"), {"o": org.org_id}).all()
+    assert [(b, int(a)) for b, a in left] == [(60, 10), (60, 10), (300, 10), (300, 10),
+                                             (3600, 10), (3600, 10)]

@@ -1,5 +1,6 @@
-"""Rollups against a real PostgreSQL: idempotent, complete after late samples, and exact
-to the sketch's 1% on heavy-tailed data."""
+"""Rollups against a real PostgreSQL, at every level (minute, 5-minute, hour, day):
+idempotent, complete after late samples, and exact to the sketch's 1% on heavy-tailed
+data."""
 
 from __future__ import annotations
 
@@ -48,12 +49,18 @@ def _snapshot(db: Engine, org: str) -> list[tuple]:
             {"o": org}).all()]
 
 
+def _buckets(org: str, start: datetime, end: datetime, bucket_s: int
+             ) -> list[tuple[uuid.UUID, datetime]]:
+    first = rollups.floor_time(start, bucket_s)
+    n = int((end - first).total_seconds() // bucket_s) + 1
+    return [(uuid.UUID(org), first + timedelta(seconds=i * bucket_s)) for i in range(n)]
+
+
 def _roll_all(db: Engine, org: str, start: datetime, end: datetime) -> None:
     with db.begin() as conn:
         rollups.roll_up_minutes(conn, "mesh", start, end, uuid.UUID(org))
-        hours = [(uuid.UUID(org), start + timedelta(hours=h))
-                 for h in range(int((end - start).total_seconds() // 3600) + 1)]
-        rollups.roll_up_coarse(conn, "mesh", 3600, hours)
+        rollups.roll_up_coarse(conn, "mesh", 300, _buckets(org, start, end, 300))
+        rollups.roll_up_coarse(conn, "mesh", 3600, _buckets(org, start, end, 3600))
         rollups.roll_up_coarse(conn, "mesh", 86400, [(uuid.UUID(org), start)])
 
 
@@ -82,14 +89,22 @@ def test_rollup_percentiles_match_numpy_for_buckets_ranges_and_groups(db: Engine
             "SELECT rtt_us_sketch FROM mesh_rollups WHERE org_id = :o AND bucket_s = 3600 "
             "AND src_agent_id = :a AND dst_agent_id = :b ORDER BY bucket_start"),
             {"o": org_id, "a": a, "b": b}).scalars().all()
+        fives = conn.execute(text(
+            "SELECT rtt_us_sketch, rtt_us_count FROM mesh_rollups WHERE org_id = :o AND "
+            "bucket_s = 300 AND src_agent_id = :a AND dst_agent_id = :b ORDER BY bucket_start"),
+            {"o": org_id, "a": a, "b": b}).all()
         days = conn.execute(text(
             "SELECT rtt_us_sketch FROM mesh_rollups WHERE org_id = :o AND bucket_s = 86400"),
             {"o": org_id}).scalars().all()
 
     one_minute = ab[17 * 300 : 18 * 300]
     assert minute.rtt_us_count == one_minute.size
+    five_minutes = ab[15 * 300 : 20 * 300]  # the 5-minute bucket holding minute 17
+    assert len(fives) == 24 and [f.rtt_us_count for f in fives] == [1500] * 24
     cases = [
         (decode(minute.rtt_us_sketch), one_minute),  # a single bucket
+        (decode(fives[3].rtt_us_sketch), five_minutes),  # a single 5-minute bucket
+        (merge_sketches(decode(f.rtt_us_sketch) for f in fives), ab),  # merged 5-minute range
         (merge_sketches(decode(h) for h in hours), ab),  # merged range
         (merge_sketches(decode(d) for d in days), np.concatenate([ab, ac])),  # group of pairs
     ]
@@ -114,19 +129,28 @@ def test_a_rollup_run_twice_gives_the_same_rows(db: Engine, org_id: str) -> None
     assert len(minute_rows) == 50  # 3000 s of samples -> 50 minutes, one row each
     assert sum(r[4] for r in minute_rows) == 3000
     assert sum(r[5] for r in minute_rows) == 60
+    five_rows = [r for r in first if r[0] == 300]
+    assert len(five_rows) == 10  # ... and 10 five-minute buckets of 300 samples
+    assert [r[4] for r in five_rows] == [300] * 10
+    assert sum(r[5] for r in five_rows) == 60
 
 
 def test_late_samples_are_rolled_in_without_duplicates(db: Engine, org_id: str) -> None:
     rng = np.random.default_rng(2)
     now = datetime.now(UTC)
-    start = rollups.floor_time(now - timedelta(minutes=50), 60)
+    # 5-minute aligned: the 5-minute buckets checked below are minutes 0-4, 5-9, ...
+    start = rollups.floor_time(now - timedelta(minutes=50), 300)
     a, b = uuid.uuid4(), uuid.uuid4()
-    _insert_mesh(db, org_id, a, b, start, _heavy_tailed(rng, 1200), 1.0)
+    on_time = _heavy_tailed(rng, 1200)
+    _insert_mesh(db, org_id, a, b, start, on_time, 1.0)
+    o = uuid.UUID(org_id)
     with db.begin() as conn:
         rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(minutes=20))
         conn.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until) VALUES "
                           "('mesh:60', :t) ON CONFLICT (kind) DO UPDATE SET rolled_until = :t"),
                      {"t": start + timedelta(minutes=20)})
+        rollups.roll_up_coarse(conn, "mesh", 300, _buckets(org_id, start,
+                                                           start + timedelta(minutes=19), 300))
     # Late samples for minute 5, which is already rolled: one batch marks it through the
     # ingest hook, another arrives silently and is found by the count sweep.
     late_marked = _heavy_tailed(rng, 30) * 2
@@ -134,11 +158,20 @@ def test_late_samples_are_rolled_in_without_duplicates(db: Engine, org_id: str) 
     t5 = start + timedelta(minutes=5, seconds=0.5)
     _insert_mesh(db, org_id, a, b, t5, late_marked, 1.0)
     _insert_mesh(db, org_id, a, b, start + timedelta(minutes=9, seconds=0.25), late_silent, 1.0)
+    with db.connect() as conn:
+        before_rerun = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
     with db.begin() as conn:
-        assert rollups.mark_late_minutes(conn, "mesh", uuid.UUID(org_id), [t5]) == 1
+        assert rollups.mark_late_minutes(conn, "mesh", o, [t5]) == 1
         assert rollups.sweep_late_minutes(conn, "mesh", timedelta(hours=1)) >= 1
         rollups.roll_up_dirty_minutes(conn, "mesh")
-        hours = {(uuid.UUID(org_id), start), (uuid.UUID(org_id), start + timedelta(hours=1))}
+        # The 5-minute level finds what to re-roll as the worker does: buckets whose
+        # minutes were recomputed since its last pass.
+        stale, _ = rollups.stale_coarse_buckets(conn, "mesh", 300, before_rerun)
+        stale = [x for x in stale if x[0] == o]
+        assert stale == [(o, start + timedelta(minutes=5))]  # minutes 5 and 9, one bucket
+        rollups.roll_up_coarse(conn, "mesh", 300, stale)
+        rollups.roll_up_coarse(conn, "mesh", 300, stale)
+        hours = {(o, start), (o, start + timedelta(hours=1))}
         rollups.roll_up_coarse(conn, "mesh", 3600, sorted(hours))
         rollups.roll_up_coarse(conn, "mesh", 3600, sorted(hours))
     with db.connect() as conn:
@@ -152,6 +185,13 @@ def test_late_samples_are_rolled_in_without_duplicates(db: Engine, org_id: str) 
         total_hours = conn.execute(text(
             "SELECT sum(sample_count) FROM mesh_rollups WHERE org_id = :o AND bucket_s = 3600"),
             {"o": org_id}).scalar()
+        fives = dict(conn.execute(text(
+            "SELECT bucket_start, sum(sample_count) FROM mesh_rollups WHERE org_id = :o "
+            "AND bucket_s = 300 GROUP BY 1"), {"o": org_id}).all())
+        five_sketch = conn.execute(text(
+            "SELECT rtt_us_sketch FROM mesh_rollups WHERE org_id = :o AND bucket_s = 300 "
+            "AND bucket_start = :t"), {"o": org_id, "t": start + timedelta(minutes=5)}
+            ).scalar_one()
         rolled_minutes = conn.execute(text(
             "SELECT sum(sample_count) FROM mesh_rollups WHERE org_id = :o AND bucket_s = 60 "
             "AND bucket_start < :e"), {"o": org_id, "e": start + timedelta(minutes=20)}).scalar()
@@ -161,7 +201,16 @@ def test_late_samples_are_rolled_in_without_duplicates(db: Engine, org_id: str) 
     assert m9 == 60 + 10
     assert rolled_minutes == 20 * 60 + 40
     assert total_hours == rolled_minutes  # hours hold exactly the rolled minutes, once
+    assert fives == {start + timedelta(minutes=m): 300 + (40 if m == 5 else 0)
+                     for m in (0, 5, 10, 15)}
     assert dirty_left == 0
+    # The late samples are in the 5-minute bucket's sketch too, tail included.
+    in_bucket = np.concatenate([on_time[300:600], late_marked, late_silent])
+    got = decode(five_sketch)
+    assert got.count == in_bucket.size == 340
+    for q in [*PCTS, 1.0]:
+        exact = np.quantile(in_bucket, q, method="lower")
+        assert abs((got.quantile(q) or 0) - exact) / exact <= 0.01, (q, got.quantile(q), exact)
 
 
 def test_the_recent_pass_keeps_up_and_is_idempotent(db: Engine, org_id: str) -> None:
@@ -181,7 +230,7 @@ def test_the_recent_pass_keeps_up_and_is_idempotent(db: Engine, org_id: str) -> 
         per_level = dict(conn.execute(text(
             "SELECT bucket_s, sum(sample_count) FROM mesh_rollups WHERE org_id = :o "
             "GROUP BY 1"), {"o": org_id}).all())
-    assert per_level == {60: 600, 3600: 600, 86400: 600}
+    assert per_level == {60: 600, 300: 600, 3600: 600, 86400: 600}
 
 
 async def test_ingest_can_mark_late_minutes_in_its_own_transaction(services: Any, db: Engine,
@@ -275,8 +324,8 @@ def _roll_kind(db: Engine, kind: str, org: str, start: datetime, end: datetime) 
     o = uuid.UUID(org)
     with db.begin() as conn:
         rollups.roll_up_minutes(conn, kind, start, end, o)
-        hours = [(o, start + timedelta(hours=h))
-                 for h in range(int((end - start).total_seconds() // 3600) + 1)]
+        rollups.roll_up_coarse(conn, kind, 300, _buckets(org, start, end, 300))
+        hours = _buckets(org, start, end, 3600)
         rollups.roll_up_coarse(conn, kind, 3600, hours)
         rollups.roll_up_coarse(conn, kind, 86400, hours)
 
@@ -333,13 +382,22 @@ def test_other_kinds_roll_up_idempotently_to_within_one_percent(db: Engine, org_
             hours = conn.execute(text(
                 f"SELECT {prefix}_sketch FROM {table} WHERE org_id = :o AND bucket_s = 3600 "
                 f"AND {key} = :k"), {"o": org_id, "k": series[0][key_of]}).scalars().all()
+            fives = conn.execute(text(
+                f"SELECT {prefix}_sketch FROM {table} WHERE org_id = :o AND bucket_s = 300 "
+                f"AND {key} = :k ORDER BY bucket_start"),
+                {"o": org_id, "k": series[0][key_of]}).scalars().all()
             days = conn.execute(text(
                 f"SELECT {prefix}_sketch FROM {table} WHERE org_id = :o AND bucket_s = 86400"),
                 {"o": org_id}).scalars().all()
             one = _values_of(case, rows[0], prefix)
             in_minute = _values_of(case, [r for r in rows[0] if start + timedelta(minutes=17)
                                           <= r["t"] < start + timedelta(minutes=18)], prefix)
+            in_five = _values_of(case, [r for r in rows[0] if start + timedelta(minutes=15)
+                                        <= r["t"] < start + timedelta(minutes=20)], prefix)
+            assert len(fives) == 24
             cases = [(decode(minute), in_minute),
+                     (decode(fives[3]), in_five),
+                     (merge_sketches(decode(f) for f in fives), one),
                      (merge_sketches(decode(h) for h in hours), one),
                      (merge_sketches(decode(d) for d in days),
                       np.concatenate([_values_of(case, r, prefix) for r in rows]))]
@@ -350,7 +408,7 @@ def test_other_kinds_roll_up_idempotently_to_within_one_percent(db: Engine, org_
                     got = sketch.quantile(q)
                     assert got is not None and abs(got - exact) / exact <= 0.01, (
                         prefix, q, got, exact)
-    assert counts == {60: 28_800, 3600: 28_800, 86400: 28_800}
+    assert counts == {60: 28_800, 300: 28_800, 3600: 28_800, 86400: 28_800}
     assert failures == (0 if kind == "throughput" else 2 * (14_400 // 97))
 
 
@@ -359,7 +417,8 @@ def test_late_samples_of_other_kinds_are_rolled_in_once(db: Engine, org_id: str,
                                                         kind: str) -> None:
     case = KIND_CASES[kind]
     rng = np.random.default_rng(12)
-    start = rollups.floor_time(datetime.now(UTC) - timedelta(minutes=50), 60)
+    # 5-minute aligned: the 5-minute buckets checked below are minutes 0-4, 5-9, ...
+    start = rollups.floor_time(datetime.now(UTC) - timedelta(minutes=50), 300)
     (s,) = _series(kind, 1)
     on_time = case.rows(org_id, s, start, _heavy_tailed(rng, 1200) * 25, 1.0)
     _insert(db, case, on_time)
@@ -369,16 +428,25 @@ def test_late_samples_of_other_kinds_are_rolled_in_once(db: Engine, org_id: str,
                           "(:k, :t) ON CONFLICT (kind) DO UPDATE SET rolled_until = :t"),
                      {"k": f"{kind}:60", "t": start + timedelta(minutes=20)})
         rollups.roll_up_coarse(conn, kind, 3600, [(uuid.UUID(org_id), start)])
+        rollups.roll_up_coarse(conn, kind, 300, _buckets(org_id, start,
+                                                         start + timedelta(minutes=19), 300))
     late = case.rows(org_id, s, start + timedelta(minutes=5, seconds=0.5),
                      _heavy_tailed(rng, 30) * 50, 1.0)
     silent = case.rows(org_id, s, start + timedelta(minutes=9, seconds=0.25),
                        _heavy_tailed(rng, 10) * 75, 1.0)
     _insert(db, case, late + silent)
     o = uuid.UUID(org_id)
+    with db.connect() as conn:
+        before_rerun = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
     with db.begin() as conn:
         assert rollups.mark_late_minutes(conn, kind, o, [late[0]["t"]]) == 1
         assert rollups.sweep_late_minutes(conn, kind, timedelta(hours=1)) >= 1
         rollups.roll_up_dirty_minutes(conn, kind)
+        stale, _ = rollups.stale_coarse_buckets(conn, kind, 300, before_rerun)
+        stale = [x for x in stale if x[0] == o]
+        assert stale == [(o, start + timedelta(minutes=5))]
+        rollups.roll_up_coarse(conn, kind, 300, stale)
+        rollups.roll_up_coarse(conn, kind, 300, stale)
         hours = sorted({(o, start), (o, start + timedelta(hours=1))})
         rollups.roll_up_coarse(conn, kind, 3600, hours)
         rollups.roll_up_coarse(conn, kind, 3600, hours)
@@ -393,6 +461,13 @@ def test_late_samples_of_other_kinds_are_rolled_in_once(db: Engine, org_id: str,
         hour_total = conn.execute(text(
             f"SELECT sum(sample_count) FROM {table} WHERE org_id = :o AND bucket_s = 3600"),
             {"o": org_id}).scalar()
+        fives = dict(conn.execute(text(
+            f"SELECT bucket_start, sum(sample_count) FROM {table} WHERE org_id = :o AND "
+            "bucket_s = 300 GROUP BY 1"), {"o": org_id}).all())
+        five_sketch = conn.execute(text(
+            f"SELECT {case.prefixes[0]}_sketch FROM {table} WHERE org_id = :o AND "
+            "bucket_s = 300 AND bucket_start = :t"),
+            {"o": org_id, "t": start + timedelta(minutes=5)}).scalar_one()
         sketch = conn.execute(text(
             f"SELECT {case.prefixes[0]}_sketch FROM {table} WHERE org_id = :o AND "
             "bucket_s = 60 AND bucket_start = :t"),
@@ -402,6 +477,8 @@ def test_late_samples_of_other_kinds_are_rolled_in_once(db: Engine, org_id: str,
     assert per_minute[start + timedelta(minutes=9)] == 60 + 10
     assert sum(per_minute.values()) == 20 * 60 + 40
     assert hour_total == 20 * 60 + 40
+    assert fives == {start + timedelta(minutes=m): 300 + (40 if m == 5 else 0)
+                     for m in (0, 5, 10, 15)}
     # The late samples are in the minute's sketch, not just its counts.
     m5 = start + timedelta(minutes=5)
     in_m5 = _values_of(case, [r for r in on_time if m5 <= r["t"] < m5 + timedelta(minutes=1)]
@@ -411,3 +488,83 @@ def test_late_samples_of_other_kinds_are_rolled_in_once(db: Engine, org_id: str,
     for q in (0.5, 0.9, 1.0):
         exact = np.quantile(in_m5, q, method="lower")
         assert abs((got.quantile(q) or 0) - exact) / exact <= 0.01
+    b5 = start + timedelta(minutes=5)
+    in_b5 = _values_of(case, [r for r in on_time if b5 <= r["t"] < b5 + timedelta(minutes=5)]
+                       + late + silent, case.prefixes[0])
+    got5 = decode(five_sketch)
+    assert got5.count == in_b5.size == 340
+    for q in [*PCTS, 1.0]:
+        exact = np.quantile(in_b5, q, method="lower")
+        assert abs((got5.quantile(q) or 0) - exact) / exact <= 0.01
+
+
+# --- a level added to a database that already holds minutes --------------------------
+
+
+def test_a_level_added_later_fills_its_history_from_the_newest_bucket_back(
+        db: Engine, org_id: str) -> None:
+    rng = np.random.default_rng(5)
+    now = datetime.now(UTC)
+    start = rollups.floor_time(now - timedelta(hours=3), 3600)
+    a, b = uuid.uuid4(), uuid.uuid4()
+    values = _heavy_tailed(rng, 7200)  # 2 h at 1 sample/s
+    _insert_mesh(db, org_id, a, b, start, values, 1.0, lost_every=40)
+    o = uuid.UUID(org_id)
+    with db.begin() as conn:
+        rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(hours=2), o)
+    # What migration 0006 leaves in a database with minute rows: a fill mark at the first
+    # 5-minute bucket after it ran.
+    key = rollups.fill_key("mesh", 300)
+    first_mark = rollups.floor_time(now, 300) + timedelta(minutes=5)
+    with db.begin() as conn:
+        conn.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until) VALUES (:k, :t) "
+                          "ON CONFLICT (kind) DO UPDATE SET rolled_until = :t"),
+                     {"k": key, "t": first_mark})
+    marks = [first_mark]
+    try:
+        for _ in range(5000):
+            with db.begin() as conn:
+                # One span per call (no time budget), newest first.
+                assert rollups.fill_level_history(conn, "mesh", 300, budget_s=0) is not None
+                mark = conn.execute(text("SELECT rolled_until FROM rollup_watermarks "
+                                         "WHERE kind = :k"), {"k": key}).scalar()
+            if mark is None:
+                break
+            assert mark < marks[-1] and int(mark.timestamp()) % 300 == 0
+            marks.append(mark)
+        else:
+            pytest.fail("the fill never finished")
+    finally:
+        with db.begin() as conn:
+            conn.execute(text("DELETE FROM rollup_watermarks WHERE kind = :k"), {"k": key})
+    assert marks[-1] <= start  # it went back past the first minute of the series
+    with db.begin() as conn:
+        assert rollups.fill_level_history(conn, "mesh", 300) is None  # done: no mark left
+
+    def five_minute_rows() -> list[str]:
+        with db.connect() as conn:
+            return list(conn.execute(text(
+                "SELECT (to_jsonb(r) - 'computed_at')::text FROM mesh_rollups r "
+                "WHERE org_id = :o AND bucket_s = 300 ORDER BY bucket_start"),
+                {"o": org_id}).scalars())
+
+    filled = five_minute_rows()
+    assert len(filled) == 24
+    # The same rows as the worker's regular roll of those buckets.
+    with db.begin() as conn:
+        rollups.roll_up_coarse(conn, "mesh", 300,
+                               _buckets(org_id, start, start + timedelta(hours=2), 300))
+    assert five_minute_rows() == filled
+    with db.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT sample_count, failure_count, rtt_us_sketch FROM mesh_rollups "
+            "WHERE org_id = :o AND bucket_s = 300 ORDER BY bucket_start"), {"o": org_id}).all()
+    assert [r.sample_count for r in rows] == [300] * 24
+    assert sum(r.failure_count for r in rows) == 7200 // 40
+    kept = values[np.arange(values.size) % 40 != 39]
+    merged = merge_sketches(decode(r.rtt_us_sketch) for r in rows)
+    assert merged.count == kept.size
+    for q in PCTS:
+        exact = np.quantile(kept, q, method="lower")
+        got = merged.quantile(q)
+        assert got is not None and abs(got - exact) / exact <= 0.01, (q, got, exact)

@@ -13,7 +13,8 @@ from stormwatch.worker.app import celery_app
 
 @celery_app.task(name="stormwatch.roll_up_recent_samples")
 def roll_up_recent_samples() -> dict[str, dict[str, int]]:
-    """New minutes of every kind, marked late minutes, then changed hours and days."""
+    """New minutes of every kind, marked late minutes, then changed 5-minute buckets, hours
+    and days (and a bounded span of a new level's history, see `fill_level_history`)."""
     out = {}
     for kind in rollups.KINDS:
         with get_sync_engine().begin() as conn:
@@ -28,7 +29,7 @@ def roll_up_window(kind: str, start: str, end: str, org_id: str | None = None) -
     if s.tzinfo is None or e.tzinfo is None:
         raise ValueError("start and end must carry a UTC offset")
     org = uuid.UUID(org_id) if org_id else None
-    out = {"minutes": 0, "hours": 0, "days": 0}
+    out = {"minutes": 0, "five_minutes": 0, "hours": 0, "days": 0}
     step = timedelta(hours=1)
     t = rollups.floor_time(s, 60)
     while t < e:
@@ -38,7 +39,7 @@ def roll_up_window(kind: str, start: str, end: str, org_id: str | None = None) -
         t += step
     with get_sync_engine().begin() as conn:
         since = datetime.now(UTC) - timedelta(days=1)
-        for bucket_s, name in ((3600, "hours"), (86400, "days")):
+        for bucket_s, name in ((300, "five_minutes"), (3600, "hours"), (86400, "days")):
             buckets, _ = rollups.stale_coarse_buckets(conn, kind, bucket_s,
                                                        min(since, s - timedelta(days=1)))
             lo, hi = rollups.floor_time(s, bucket_s), e
