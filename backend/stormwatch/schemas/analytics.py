@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class SourceInfo(BaseModel):
-    resolution: Literal["raw", "1m", "1h", "1d"] = Field(
+    resolution: Literal["raw", "1m", "5m", "1h", "1d"] = Field(
         description="raw samples (exact) or the rollup level that answered")
     start: datetime = Field(description="range actually covered (aligned to the resolution)")
     end: datetime

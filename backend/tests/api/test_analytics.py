@@ -119,6 +119,8 @@ def fleet(client: httpx.Client, make_org: Callable, db: Engine) -> Fleet:
     with db.begin() as conn:
         org_id = uuid.UUID(org.org_id)
         rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(hours=HOURS), org_id)
+        rollups.roll_up_coarse(conn, "mesh", 300, [(org_id, start + timedelta(minutes=5 * i))
+                                                   for i in range(HOURS * 12)])
         rollups.roll_up_coarse(conn, "mesh", 3600,
                                [(org_id, start + timedelta(hours=h)) for h in range(HOURS)])
         rollups.roll_up_coarse(conn, "mesh", 86400, [(org_id, start)])
@@ -163,7 +165,7 @@ def test_a_single_minute_bucket_is_within_one_percent(client: httpx.Client, flee
     _within(g["percentiles"], values, 0.01, "lower")
 
 
-@pytest.mark.parametrize("resolution", ["1m", "1h", "1d"])
+@pytest.mark.parametrize("resolution", ["1m", "5m", "1h", "1d"])
 def test_merged_ranges_are_within_one_percent(client: httpx.Client, fleet: Fleet,
                                               resolution: str) -> None:
     end = fleet.start + timedelta(hours=HOURS)
@@ -296,7 +298,7 @@ def test_the_raw_distribution_is_numpy_s_histogram_cdf_and_tail(client: httpx.Cl
     assert len(top1) < len(tail)
 
 
-@pytest.mark.parametrize("resolution", ["1m", "1h"])
+@pytest.mark.parametrize("resolution", ["1m", "5m", "1h"])
 def test_a_sketched_distribution_stays_within_one_percent(client: httpx.Client, fleet: Fleet,
                                                           resolution: str) -> None:
     end = fleet.start + timedelta(hours=HOURS)

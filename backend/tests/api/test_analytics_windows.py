@@ -1,6 +1,6 @@
 """Analyses of windowed series over HTTP: cyclical patterns (seed 003 Lesson 4) and CV_RMSE
 between two pairs (seed 004 §IV-C), checked against a direct computation on the posted
-samples, from raw samples and from minute rollups."""
+samples, from raw samples and from minute and 5-minute rollups."""
 
 from __future__ import annotations
 
@@ -71,8 +71,10 @@ def pairs(client: httpx.Client, make_org: Callable, db: Engine) -> Pairs:  # noq
             r = post_batch(client, a, batch)
             assert r.status_code == 202, r.text
     with db.begin() as conn:
-        rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(hours=HOURS),
-                                uuid.UUID(org.org_id))
+        org_id = uuid.UUID(org.org_id)
+        rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(hours=HOURS), org_id)
+        rollups.roll_up_coarse(conn, "mesh", 300, [(org_id, start + timedelta(minutes=5 * i))
+                                                   for i in range(HOURS * 12)])
     return Pairs(org, a, b, c, start, t, ab, ac)
 
 
@@ -91,7 +93,7 @@ def _window_means(t: np.ndarray, v: np.ndarray, window_s: int) -> dict[int, floa
     return {int(i): float(sums[i] / counts[i]) for i in np.flatnonzero(counts)}
 
 
-@pytest.mark.parametrize("resolution", ["raw", "1m"])
+@pytest.mark.parametrize("resolution", ["raw", "1m", "5m"])
 def test_cv_rmse_between_two_pairs_is_the_direct_computation(client: httpx.Client,  # noqa: F811
                                                              pairs: Pairs,
                                                              resolution: str) -> None:

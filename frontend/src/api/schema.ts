@@ -1657,7 +1657,7 @@ export interface components {
              * @description raw samples (exact) or the rollup level that answered
              * @enum {string}
              */
-            resolution: "raw" | "1m" | "1h" | "1d";
+            resolution: "raw" | "1m" | "5m" | "1h" | "1d";
             /**
              * Start
              * Format: date-time
@@ -3032,8 +3032,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3097,8 +3097,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3162,8 +3162,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3226,8 +3226,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3289,8 +3289,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3351,8 +3351,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3414,8 +3414,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3476,8 +3476,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3538,8 +3538,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3601,8 +3601,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3664,8 +3664,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3727,8 +3727,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3786,8 +3786,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3845,8 +3845,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3904,8 +3904,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;
@@ -3962,8 +3962,8 @@ export interface operations {
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
                 topology_class?: string[] | null;
                 payload_bytes?: string[] | null;
-                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute rollups up to 3 days, hourly up to 60 days, daily beyond */
-                resolution?: "auto" | "raw" | "1m" | "1h" | "1d";
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
                 target?: string[] | null;
                 op?: string[] | null;
                 variant?: string[] | null;

@@ -89,9 +89,10 @@ def filters(
         description="self, same_subnet, cross_subnet, cross_az, cross_region, "
         "cross_provider")] = None,
     payload_bytes: ListParam = None,
-    resolution: Annotated[Literal["auto", "raw", "1m", "1h", "1d"], Query(
-        description="auto: raw up to 3 h for a few series (15 min fleet-wide), 1-minute "
-        "rollups up to 3 days, hourly up to 60 days, daily beyond")] = "auto",
+    resolution: Annotated[Literal["auto", "raw", "1m", "5m", "1h", "1d"], Query(
+        description="auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise "
+        "the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay "
+        "within 50 000, and with windows the coarsest level dividing window_s")] = "auto",
     target: ListParam = None,
     op: ListParam = None,
     variant: ListParam = None,

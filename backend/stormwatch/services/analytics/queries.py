@@ -25,20 +25,21 @@ from stormwatch.services.analytics.sketches import (
 from stormwatch.services.analytics.stats import Distribution, Moments
 
 Kind = Literal["mesh", "quorum", "storage", "throughput"]
-Resolution = Literal["auto", "raw", "1m", "1h", "1d"]
-RES_SECONDS = {"1m": 60, "1h": 3600, "1d": 86400}
+Resolution = Literal["auto", "raw", "1m", "5m", "1h", "1d"]
+RES_SECONDS = {"1m": 60, "5m": 300, "1h": 3600, "1d": 86400}
+# Rollup levels, finest first.
+LEVELS = ("1m", "5m", "1h", "1d")
 # Raw answers are exact but cost a row per sample; beyond these ranges rollups answer.
 RAW_MAX_FEW_SERIES = timedelta(hours=3)
 RAW_MAX_FLEET = timedelta(minutes=15)
 FEW_SERIES = 8
-MINUTE_MAX = timedelta(days=3)
-HOUR_MAX = timedelta(days=60)
 RAW_ROW_LIMIT = 5_000_000
 # Rollup rows a query may merge when the resolution is chosen automatically.
 ROLLUP_ROW_BUDGET = 50_000
-# Minute rollups with covering per-series indexes (migration 0005), and the longest sketch
-# those indexes hold.
+# Tables whose minute and 5-minute rollups have covering per-series indexes (migrations 0005
+# and 0006), those levels, and the longest sketch the indexes hold.
 MINUTE_SERIES_INDEXED = ("mesh_rollups", "quorum_rollups")
+SERIES_INDEXED_LEVELS = (60, 300)
 MINUTE_INDEX_SKETCH_MAX = 1500
 # Beyond this span, hourly answers merge day-to-date sketches rather than every hour's.
 DAY_TO_DATE_MIN_SPAN = timedelta(hours=4)
@@ -125,6 +126,18 @@ class Fleet:
     agents: dict[uuid.UUID, AgentInfo]
     topology: dict[tuple[uuid.UUID, uuid.UUID], str]
     raw_retention_days: int | None = None  # the org's; raw samples older are deleted
+    # Rollup levels still filling their history (services/rollups.py fill_level_history):
+    # "kind:bucket_s" -> the first bucket start from which the level is complete.
+    filling: dict[str, datetime] = field(default_factory=dict)
+
+    def complete_from(self, kind: str) -> dict[int, datetime]:
+        """bucket_s -> start of the complete part, for the kind's levels still filling."""
+        out = {}
+        for key, t in self.filling.items():
+            k, _, bucket_s = key.partition(":")
+            if k == kind and bucket_s.isdigit():
+                out[int(bucket_s)] = t
+        return out
 
     def level_of(self, agent: uuid.UUID, level: str) -> str:
         a = self.agents.get(agent)
@@ -154,14 +167,20 @@ async def load_fleet(session: AsyncSession, org_id: uuid.UUID) -> Fleet:
     topo = {(r.src_agent_id, r.dst_agent_id): r.topology_class for r in (await session.execute(
         text("SELECT src_agent_id, dst_agent_id, topology_class FROM agent_pairs "
              "WHERE org_id = :o"), {"o": org_id})).all()}
-    days = (await session.execute(text("SELECT raw_retention_days FROM orgs WHERE id = :o"),
-                                  {"o": org_id})).scalar()
-    return Fleet(agents, topo, days)
+    org = (await session.execute(text(
+        "SELECT raw_retention_days, ARRAY(SELECT kind FROM rollup_watermarks WHERE kind LIKE "
+        ":fill ORDER BY kind), ARRAY(SELECT rolled_until FROM rollup_watermarks WHERE kind "
+        "LIKE :fill ORDER BY kind) FROM orgs WHERE id = :o"),
+        {"o": org_id, "fill": "%:fill"})).one_or_none()
+    if org is None:
+        return Fleet(agents, topo)
+    filling = {k.removesuffix(":fill"): t for k, t in zip(org[1], org[2], strict=True)}
+    return Fleet(agents, topo, org[0], filling)
 
 
 @dataclass
 class Source:
-    resolution: Literal["raw", "1m", "1h", "1d"]
+    resolution: Literal["raw", "1m", "5m", "1h", "1d"]
     start: datetime
     end: datetime
 
@@ -185,32 +204,41 @@ def _ceil(t: datetime, s: int) -> datetime:
 
 
 def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
-                  n_series: int | None = None, raw_since: datetime | None = None) -> Source:
+                  n_series: int | None = None, raw_since: datetime | None = None,
+                  complete_from: dict[int, datetime] | None = None) -> Source:
     """Raw for short ranges; otherwise the finest rollup level whose row count for the
-    selected series stays within ROLLUP_ROW_BUDGET (and no coarser than the window).
-    Ranges starting before `raw_since` (the raw retention) always come from rollups."""
+    selected series stays within ROLLUP_ROW_BUDGET (and no coarser than the window), then
+    for windows the coarsest level dividing them. Ranges starting before `raw_since` (the
+    raw retention) always come from rollups; a level still filling its history
+    (`complete_from`: bucket_s -> first complete bucket) is skipped for ranges that start
+    before it is complete."""
     span = f.end - f.start
     res: str = f.resolution
     raw_kept = raw_since is None or f.start >= raw_since
     if res == "auto":
+        filling = complete_from or {}
+        levels = [lvl for lvl in LEVELS
+                  if RES_SECONDS[lvl] not in filling or f.start >= filling[RES_SECONDS[lvl]]]
         raw_max = RAW_MAX_FEW_SERIES if few_series else RAW_MAX_FLEET
         if span <= raw_max and raw_kept:
             res = "raw"
         else:
             series = max(n_series or 1, 1)
-            res = "1d"
-            for cand in ("1m", "1h", "1d"):
+            res = levels[-1]
+            for cand in levels:
                 if series * span.total_seconds() / RES_SECONDS[cand] <= ROLLUP_ROW_BUDGET:
                     res = cand
                     break
-        # Windows narrower than the rollup step would be empty or uneven.
+        # Windows narrower than the rollup step would be empty or uneven: step down.
         while window_s is not None and res != "raw" and (
                 RES_SECONDS[res] > window_s or window_s % RES_SECONDS[res]):
-            res = {"1d": "1h", "1h": "1m", "1m": "raw"}[res]
+            i = levels.index(res)
+            res = levels[i - 1] if i else "raw"
         # Aligned windows built from a coarser level hold exactly the same samples: use the
-        # coarsest level that divides the window (fewer rows for the same answer).
-        if window_s is not None and res not in ("raw", "1d"):
-            for cand in ("1d", "1h"):
+        # coarsest level that divides the window (fewer rows for the same answer; a week of
+        # 15-minute windows reads 2016 5-minute rows per series instead of 10 080 minutes).
+        if window_s is not None and res != "raw":
+            for cand in reversed(levels):
                 step = RES_SECONDS[cand]
                 if RES_SECONDS[res] < step <= window_s and window_s % step == 0:
                     res = cand
@@ -395,7 +423,8 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
     where, n_series = _where(spec, fleet, f, params)
     raw_since = (datetime.now(UTC) - timedelta(days=fleet.raw_retention_days)
                  if fleet.raw_retention_days else None)
-    source = choose_source(f, few_series(spec, f), window_s, n_series, raw_since)
+    source = choose_source(f, few_series(spec, f), window_s, n_series, raw_since,
+                           fleet.complete_from(kind))
     params.update(s=source.start, e=source.end)
     nk = len(spec.keys)
     keys_sql = ", ".join(spec.keys)
@@ -434,14 +463,16 @@ def _packed_rollups_sql(spec: KindSpec, prefix: str, where: list[str], bucket_s:
     numpy as a few byte strings instead of Python row objects. The aggregates of one
     query see the rows in the same order, so the columns stay aligned.
 
-    Minute rows of mesh and quorum series are read through the covering per-series indexes
-    of migration 0005 (an index-only scan of adjacent pages) and, for the rare rows whose
-    sketch is too long for that index, through its key-only companion."""
+    Minute and 5-minute rows of mesh and quorum series are read through the covering
+    per-series indexes of migrations 0005 and 0006 (an index-only scan of adjacent pages)
+    and, for the rare rows whose sketch is too long for that index, through its key-only
+    companion."""
     keys_sql = ", ".join(spec.keys)
     match = (f"org_id = :org AND bucket_s = {int(bucket_s)} AND bucket_start >= :s "
              f"AND bucket_start < :e" + "".join(f" AND {c}" for c in where))
     source = f"{spec.table} WHERE {match}"
-    if bucket_s == 60 and spec.table in MINUTE_SERIES_INDEXED and prefix == spec.value_prefix:
+    if (bucket_s in SERIES_INDEXED_LEVELS and spec.table in MINUTE_SERIES_INDEXED
+            and prefix == spec.value_prefix):
         fields = ", ".join([*spec.keys, "bucket_start", "sample_count", "failure_count",
                             *(f"{prefix}_{c}" for c in ("count", "min", "max", "sum", "sum_sq",
                                                          "sketch"))])
