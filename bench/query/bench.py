@@ -1,7 +1,7 @@
 """Query bench: a 24-agent fleet (3 providers x 4 regions x 2 zones, 576 ordered pairs),
-7 days of 1-minute/1-hour/1-day mesh rollups and the last day of raw samples at 1 round/s
-(~50 M rows), loaded with COPY into a throwaway PostgreSQL; then every analysis endpoint is
-timed over HTTP. Ends with `query: heatmap_24h p95 <x> ms, pair_7d p95 <x> ms`.
+7 days of 1-minute/5-minute/1-hour/1-day mesh rollups and the last day of raw samples at
+1 round/s (~50 M rows), loaded with COPY into a throwaway PostgreSQL; then every analysis
+endpoint is timed over HTTP. Ends with `query: heatmap_24h p95 <x> ms, pair_7d p95 <x> ms`.
 
 Scale with BENCH_DAYS (rollup days, default 7) and BENCH_RAW_HOURS (default 24).
 """
@@ -227,13 +227,32 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
             sc = np.full(P * 60, 60, dtype=np.int64)
             fc = np.bincount(mgroups, weights=lost.ravel(), minlength=P * 60).astype(np.int64)
             hst = stats_from_values(vals, pair_idx, P)
+            # 5-minute rows merge their minute rows, as the rollup task does (g // 5 is
+            # pair * 12 + minute // 5).
+            fgroups = np.arange(P * 60) // 5
+            fst = merge_stat_rows(fgroups, P * 12, st.count.astype(float), st.minimum,
+                                  st.maximum, st.total, st.total_sq, st.sketches)
+            fsc = np.bincount(fgroups, weights=sc, minlength=P * 12).astype(np.int64)
+            ffc = np.bincount(fgroups, weights=fc, minlength=P * 12).astype(np.int64)
             rows = []
-            for g in range(P * 60):
-                p, m = divmod(g, 60)
-                rows.append((org_id, 60, t0 + timedelta(minutes=m), src_u[p], dst_u[p], 1024,
-                             int(sc[g]), int(fc[g]), computed, int(st.count[g]),
-                             float(st.minimum[g]), float(st.maximum[g]), float(st.total[g]),
-                             float(st.total_sq[g]), st.sketches[g]))
+            # Written time-major, as the rollup task writes them (every series' minute, then
+            # every series' 5-minute bucket as it closes): one series' rows lie spread over
+            # the table as in production, not next to each other.
+            for m in range(60):
+                for p in range(P):
+                    g = p * 60 + m
+                    rows.append((org_id, 60, t0 + timedelta(minutes=m), src_u[p], dst_u[p],
+                                 1024, int(sc[g]), int(fc[g]), computed, int(st.count[g]),
+                                 float(st.minimum[g]), float(st.maximum[g]),
+                                 float(st.total[g]), float(st.total_sq[g]), st.sketches[g]))
+                if m % 5 == 4:
+                    for p in range(P):
+                        g = p * 12 + m // 5
+                        rows.append((org_id, 300, t0 + timedelta(minutes=m - 4), src_u[p],
+                                     dst_u[p], 1024, int(fsc[g]), int(ffc[g]), computed,
+                                     int(fst.count[g]), float(fst.minimum[g]),
+                                     float(fst.maximum[g]), float(fst.total[g]),
+                                     float(fst.total_sq[g]), fst.sketches[g]))
             hfc = np.bincount(pair_idx, weights=lost.ravel(), minlength=P).astype(np.int64)
             for p in range(P):
                 rows.append((org_id, 3600, t0, src_u[p], dst_u[p], 1024, 3600, int(hfc[p]),
@@ -346,6 +365,20 @@ def time_rollup(dsn: str, now: datetime) -> str:
             f"{len(PROVIDERS) * 8 * 24} samples/s")
 
 
+def rollup_sizes(dsn: str) -> str:
+    """Rows per rollup level and the size of the table and of its per-series indexes."""
+    with psycopg.connect(dsn) as conn:
+        levels = conn.execute("SELECT bucket_s, count(*) FROM mesh_rollups GROUP BY 1 "
+                              "ORDER BY 1").fetchall()
+        rels = conn.execute(
+            "SELECT relname, pg_size_pretty(pg_relation_size(oid)) FROM pg_class WHERE relname "
+            "IN ('mesh_rollups', 'pk_mesh_rollups', 'ix_mesh_rollups_time', "
+            "'ix_mesh_rollups_minute_series', 'ix_mesh_rollups_5m_series') ORDER BY 1"
+        ).fetchall()
+    return ("mesh_rollups rows by bucket_s: " + ", ".join(f"{b} s {n:,}" for b, n in levels)
+            + "; sizes: " + ", ".join(f"{r} {s}" for r, s in rels))
+
+
 def percentile(xs: list[float], p: float) -> float:
     return float(np.percentile(np.array(xs), p))
 
@@ -376,6 +409,15 @@ def run_queries(base_url: str, api_key: str, fleet: FleetModel, now: datetime) -
         "pair_7d": lambda e: ("mesh/series", {"start": iso(e - timedelta(days=DAYS)),
                                               "end": iso(e), "src": None, "dst": None,
                                               "window_s": 600, "percentiles": "50,99,99.99"}),
+        # The Pair page's own request for 7 days (windowSecondsFor: 15-minute windows).
+        "pair_7d_15m": lambda e: ("mesh/series", {
+            "start": iso(e - timedelta(days=DAYS)), "end": iso(e), "src": None, "dst": None,
+            "window_s": 900, "percentiles": "50,99,99.99"}),
+        # The Pair page's summary of the same week: no windows, so the finest level within
+        # the row budget answers (10 080 minute rows).
+        "pair_summary_7d": lambda e: ("mesh/summary", {"start": iso(e - timedelta(days=DAYS)),
+                                                       "end": iso(e), "src": None,
+                                                       "dst": None}),
         "pair_7d_hourly": lambda e: ("mesh/series", {
             "start": iso(e - timedelta(days=DAYS)), "end": iso(e), "src": None, "dst": None,
             "window_s": 3600, "percentiles": "50,99,99.99"}),
@@ -481,6 +523,7 @@ def main() -> None:
                 size = conn.execute("SELECT pg_size_pretty(pg_database_size(current_database()))"
                                     ).fetchone()
             log(f"database size: {size[0] if size else '?'}")
+            log(rollup_sizes(dsn))
             log(time_rollup(dsn, now))
             if keep:
                 (tmp / "bench.json").write_text(json.dumps({"api_key": api_key,
