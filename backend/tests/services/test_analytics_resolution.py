@@ -50,8 +50,7 @@ def test_windows_of_a_short_range_of_few_series_stay_raw() -> None:
 
 
 @pytest.mark.parametrize(("span", "series", "level"), [
-    (timedelta(days=7), 1, "1m"),  # 10 080 rows: within the budget at the finest level
-    (timedelta(days=60), 1, "5m"),  # 86 400 minute rows; 17 280 five-minute ones
+    (timedelta(hours=24), 1, "1m"),  # 5-minute edges would move 0.35% of the range
     (timedelta(hours=3), PAIRS, "5m"),  # the fleet's 3 h: 103 680 minute rows, 20 736
     (timedelta(hours=24), PAIRS, "1h"),  # the fleet's day: 165 888 five-minute rows
     (timedelta(days=365), PAIRS, "1d"),
@@ -59,6 +58,16 @@ def test_windows_of_a_short_range_of_few_series_stay_raw() -> None:
 def test_without_windows_the_row_budget_picks_the_finest_level_that_fits(
         span: timedelta, series: int, level: str) -> None:
     assert _source(span, None, series) == level
+
+
+@pytest.mark.parametrize(("span", "level"), [
+    (timedelta(days=7), "5m"),  # 10 080 minute rows fit the budget; 2016 give the same answer
+    (timedelta(days=60), "1h"),  # an hour is 0.07% of the range
+    (timedelta(days=1000), "1d"),
+])
+def test_without_windows_a_coarser_level_is_taken_while_its_edges_stay_within_a_thousandth(
+        span: timedelta, level: str) -> None:
+    assert _source(span, None, 1) == level
 
 
 def test_a_fleet_day_in_minute_windows_steps_down_from_hours_to_minutes() -> None:

@@ -36,6 +36,8 @@ FEW_SERIES = 8
 RAW_ROW_LIMIT = 5_000_000
 # Rollup rows a query may merge when the resolution is chosen automatically.
 ROLLUP_ROW_BUDGET = 50_000
+# A rollup level may round a range's edges to its steps by at most this share of the range.
+EDGE_FRACTION = 0.001
 # Tables whose minute and 5-minute rollups have covering per-series indexes (migrations 0005
 # and 0006), those levels, and the longest sketch the indexes hold.
 MINUTE_SERIES_INDEXED = ("mesh_rollups", "quorum_rollups")
@@ -229,6 +231,14 @@ def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
                 if series * span.total_seconds() / RES_SECONDS[cand] <= ROLLUP_ROW_BUDGET:
                     res = cand
                     break
+            # Sketches merge exactly at any level: a coarser one only moves the range's edges
+            # to its steps. Take it while that stays within EDGE_FRACTION of the range (a
+            # pair's week: 2016 5-minute rows instead of 10 080 minutes, a fifth of the reads).
+            i = levels.index(res)
+            while (window_s is None and i + 1 < len(levels)
+                   and RES_SECONDS[levels[i + 1]] <= span.total_seconds() * EDGE_FRACTION):
+                i += 1
+            res = levels[i]
         # Windows narrower than the rollup step would be empty or uneven: step down.
         while window_s is not None and res != "raw" and (
                 RES_SECONDS[res] > window_s or window_s % RES_SECONDS[res]):
