@@ -6,10 +6,14 @@ import gzip
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
 import orjson
+from sqlalchemy import Engine
+
+from stormwatch.services import rollups
 
 
 @dataclass
@@ -62,3 +66,15 @@ def post_batch(api: httpx.Client, agent: EnrolledAgent, batch: dict[str, Any],
         raw = gzip.compress(raw)
         headers["Content-Encoding"] = "gzip"
     return api.post("/api/v1/ingest/batches", content=raw, headers=headers)
+
+
+def roll_up_mesh(db: Engine, org_id: uuid.UUID, start: datetime, hours: int,
+                 levels: tuple[int, ...] = (300,)) -> None:
+    """Rolls `hours` of an org's mesh samples from `start` into minutes and each coarser level,
+    as the worker would."""
+    with db.begin() as conn:
+        rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(hours=hours), org_id)
+        for level_s in levels:
+            rollups.roll_up_coarse(conn, "mesh", level_s, [
+                (org_id, start + timedelta(seconds=level_s * i))
+                for i in range(max(1, hours * 3600 // level_s))])

@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 
 from stormwatch.services import rollups
 from tests.conftest import REPO, ApiServer, Services
-from tests.helpers import EnrolledAgent, enroll, post_batch
+from tests.helpers import EnrolledAgent, enroll, post_batch, roll_up_mesh
 
 PCTS = ["p50", "p90", "p99", "p99_9", "p99_99"]
 QS = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999, "p99_99": 0.9999}
@@ -116,14 +116,7 @@ def fleet(client: httpx.Client, make_org: Callable, db: Engine) -> Fleet:
             r = post_batch(client, a, mesh_batch(a, dst, t0 + i * step, step, values[i:i + per],
                                                  loss[i:i + per]))
             assert r.status_code == 202, r.text
-    with db.begin() as conn:
-        org_id = uuid.UUID(org.org_id)
-        rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(hours=HOURS), org_id)
-        rollups.roll_up_coarse(conn, "mesh", 300, [(org_id, start + timedelta(minutes=5 * i))
-                                                   for i in range(HOURS * 12)])
-        rollups.roll_up_coarse(conn, "mesh", 3600,
-                               [(org_id, start + timedelta(hours=h)) for h in range(HOURS)])
-        rollups.roll_up_coarse(conn, "mesh", 86400, [(org_id, start)])
+    roll_up_mesh(db, uuid.UUID(org.org_id), start, HOURS, levels=(300, 3600, 86400))
     return Fleet(org, a, b, c, start, ab[~lost], ac, int(lost.sum()))
 
 

@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 
 from stormwatch.services import rollups
 from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
-from tests.helpers import EnrolledAgent, enroll, post_batch
+from tests.helpers import EnrolledAgent, enroll, post_batch, roll_up_mesh
 
 RATE_HZ = 5
 HOURS = 2
@@ -70,11 +70,7 @@ def pairs(client: httpx.Client, make_org: Callable, db: Engine) -> Pairs:  # noq
                 "status": [1 if np.isnan(x) else 0 for x in v]}}
             r = post_batch(client, a, batch)
             assert r.status_code == 202, r.text
-    with db.begin() as conn:
-        org_id = uuid.UUID(org.org_id)
-        rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(hours=HOURS), org_id)
-        rollups.roll_up_coarse(conn, "mesh", 300, [(org_id, start + timedelta(minutes=5 * i))
-                                                   for i in range(HOURS * 12)])
+    roll_up_mesh(db, uuid.UUID(org.org_id), start, HOURS)
     return Pairs(org, a, b, c, start, t, ab, ac)
 
 

@@ -106,21 +106,8 @@ func (r *rawConn) doWrite(fd uintptr) bool {
 	return true
 }
 
-func (r *rawConn) doTry(fd uintptr) {
-	for r.wn < len(r.wbuf) {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&r.wbuf[r.wn])), uintptr(len(r.wbuf)-r.wn))
-		switch e {
-		case 0:
-			r.wn += int(n)
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return
-		default:
-			r.werr = e
-			return
-		}
-	}
-}
+// doTry writes what the socket takes now; Control cannot wait for writability.
+func (r *rawConn) doTry(fd uintptr) { r.doWrite(fd) }
 
 // Write writes all of p; it honours the connection's write deadline.
 func (r *rawConn) Write(p []byte) (int, error) { return r.write(p, true) }
