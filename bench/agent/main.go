@@ -47,7 +47,7 @@ func main() {
 	rate := flag.Float64("rate", 100, "rounds per second")
 	payload := flag.Int("payload", 1024, "payload bytes")
 	duration := flag.Duration("duration", 60*time.Second, "measurement window of the mesh phase")
-	pairDuration := flag.Duration("pair-duration", 30*time.Second, "measurement time of the pair phase (in windows of about 5 s)")
+	pairDuration := flag.Duration("pair-duration", 60*time.Second, "measurement time of the pair phase (in windows of about 5 s)")
 	sockperf := flag.String("sockperf", "sockperf", "sockperf binary")
 	flag.StringVar(&sendMode, "send-mode", "spread", "mesh.send_mode of the agents: spread or broadcast")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the first mesh agent, taken during the window, to this file")
@@ -350,8 +350,9 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 // puts the two ends, and how long a CPU has been idle, move the RTT more than anything
 // measured (sockperf alone: about 30 us with both ends on one CPU, 110-200 us across two
 // idle ones); side by side on the same CPUs both see the same placement, the same host state
-// and the same activity. The medians over windows of each one's p50 are compared, so a
-// passing disturbance moves one window, not the result.
+// and the same activity, and idle CPUs poll rather than halt (holdCPUsAwake). The medians
+// over windows of each one's p50 are compared, so a passing disturbance moves one window,
+// not the result.
 func pairPhase(bin string, rate float64, payload int, d time.Duration, sockperf string) (float64, float64, error) {
 	windows := max(3, int(d/(5*time.Second)))
 	w := d / time.Duration(windows)
@@ -360,8 +361,13 @@ func pairPhase(bin string, rate float64, payload int, d time.Duration, sockperf 
 	if cpus != nil {
 		where = fmt.Sprintf("agent 1 and the sockperf client on CPU %s, agent 2 and the sockperf server on CPU %s", cpus[0], cpus[1])
 	}
-	fmt.Printf("phase b: 2 agents and sockperf ping-pong --tcp --full-rtt -m %d, both at %.0f msg/s at the same time, %d windows of %v; %s\n",
-		payload, rate, windows, w, where)
+	idle := "CPU idle states as configured"
+	if release, err := holdCPUsAwake(); err == nil {
+		defer release()
+		idle = "CPUs kept out of halt (/dev/cpu_dma_latency = 0)"
+	}
+	fmt.Printf("phase b: 2 agents and sockperf ping-pong --tcp --full-rtt -m %d, both at %.0f msg/s at the same time, %d windows of %v; %s; %s\n",
+		payload, rate, windows, w, where, idle)
 	fb, err := startFleet(bin, 2, rate, payload, "pair", cpus)
 	if err != nil {
 		return 0, 0, err
@@ -405,6 +411,23 @@ func pairPhase(bin string, rate float64, payload int, d time.Duration, sockperf 
 	fmt.Printf("  agent pair RTT over all windows (%d samples): p50 %d us, p99 %d us\n", len(all), pct(all, 50), pct(all, 99))
 	fmt.Printf("  median of window p50s: agent pair %.0f us, sockperf %.1f us (difference %+.1f us)\n", a, b, a-b)
 	return a, b, nil
+}
+
+// holdCPUsAwake asks the kernel for zero wake-up latency (PM QoS, as cyclictest does) until
+// release: idle CPUs then poll instead of halting. A wake from halt costs this VM 50-100 us
+// (sockperf's p50 across two CPUs: about 160 us halting, 100 us polling), varies with how
+// long each CPU slept, and favours whichever tool keeps its CPU busier between messages;
+// polling leaves the tools' own costs to compare.
+func holdCPUsAwake() (release func(), err error) {
+	f, err := os.OpenFile("/dev/cpu_dma_latency", os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.Write([]byte{0, 0, 0, 0}); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { _ = f.Close() }, nil
 }
 
 // pairCPUs returns two CPUs of this process's affinity to split each pair over, or nil.
