@@ -45,9 +45,11 @@ OVERLAP = timedelta(minutes=2)
 # pass; the pass re-reads this far back, which only costs idempotent recomputation.
 COMPUTED_AT_SLACK = timedelta(minutes=5)
 MAX_MINUTES_PER_PASS = 120
-# Filling a new level's history: spans of this length, newest first, for at most this long
-# per pass (one span at least), so the minute pass behind it is never held up for long.
-FILL_SPAN = timedelta(hours=1)
+# Coarse buckets are computed in spans of up to this length (one bucket at least), which bounds
+# the finer rows held at once: adjacent stale buckets share one read, and a new level's history
+# fills a span at a time, newest first, for at most FILL_SECONDS_PER_PASS per pass (one span at
+# least), so the minute pass behind it is never held up for long.
+COARSE_SPAN = timedelta(hours=1)
 FILL_SECONDS_PER_PASS = 5.0
 # Cells of the dense (group x bin) matrix built at once when sketching many groups.
 _DENSE_CELLS = 4_000_000
@@ -316,6 +318,11 @@ def finer_level(bucket_s: int) -> int:
     return FINER[bucket_s]
 
 
+def coarse_span(bucket_s: int) -> timedelta:
+    """COARSE_SPAN rounded down to whole buckets of `bucket_s`, one at least."""
+    return timedelta(seconds=max(int(COARSE_SPAN.total_seconds()) // bucket_s, 1) * bucket_s)
+
+
 def roll_up_coarse(conn: Connection, kind_name: str, bucket_s: int,
                    buckets: Sequence[tuple[uuid.UUID, datetime]]) -> int:
     """Recompute the given (org, bucket_start) buckets of size `bucket_s` (300, 3600 or
@@ -326,10 +333,17 @@ def roll_up_coarse(conn: Connection, kind_name: str, bucket_s: int,
     by_org: dict[uuid.UUID, list[datetime]] = {}
     for org, b in buckets:
         by_org.setdefault(org, []).append(floor_time(b, bucket_s))
+    step, span = timedelta(seconds=bucket_s), coarse_span(bucket_s)
     for org, starts in by_org.items():
+        # Runs of adjacent buckets, up to a span each, are read and written together.
+        runs: list[list[datetime]] = []
         for b in sorted(set(starts)):
-            written += _roll_coarse_span(conn, kind, org, bucket_s, finer, b,
-                                         b + timedelta(seconds=bucket_s))
+            if runs and b == runs[-1][1] and b + step - runs[-1][0] <= span:
+                runs[-1][1] = b + step
+            else:
+                runs.append([b, b + step])
+        for b, e in runs:
+            written += _roll_coarse_span(conn, kind, org, bucket_s, finer, b, e)
         if bucket_s == HOUR:
             first_hour_of_day: dict[datetime, datetime] = {}
             for b in starts:
@@ -593,7 +607,7 @@ def fill_level_history(conn: Connection, kind_name: str, bucket_s: int,
     The migration that adds a level to a database holding finer rows sets the mark (in
     `rollup_watermarks`, key `fill_key`) to the first bucket after it ran: from there on the
     stale-bucket pass keeps the level complete, and queries read the finer level for ranges
-    that start before the mark. Each call rolls spans of FILL_SPAN back from the mark for
+    that start before the mark. Each call rolls spans (`coarse_span`) back from the mark for
     `budget_s` seconds (one span at least) and moves the mark behind them; the mark goes
     once no finer row is left before it. None when the level has no mark."""
     kind = KINDS[kind_name]
@@ -602,7 +616,7 @@ def fill_level_history(conn: Connection, kind_name: str, bucket_s: int,
     mark = _watermark(conn, key)
     if mark is None:
         return None
-    span = timedelta(seconds=max(int(FILL_SPAN.total_seconds()) // bucket_s, 1) * bucket_s)
+    span = coarse_span(bucket_s)
     deadline = time.monotonic() + budget_s
     orgs = list(conn.execute(text("SELECT id FROM orgs ORDER BY id")).scalars())
     written = 0
