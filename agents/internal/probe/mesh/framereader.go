@@ -1,6 +1,9 @@
 package mesh
 
-import "time"
+import (
+	"net"
+	"time"
+)
 
 // frameReader reads a connection into one buffer and hands the bytes to a consumer.
 type frameReader struct {
@@ -44,5 +47,14 @@ func (f *frameReader) readLoop(read func([]byte) (int, error), consume consumeFu
 		if err != nil {
 			return err
 		}
+	}
+}
+
+// shutdownConn ends both directions of a TCP connection without closing it, where raw socket
+// calls are not used.
+func shutdownConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.CloseRead()
+		_ = tc.CloseWrite()
 	}
 }

@@ -144,10 +144,7 @@ func (r *rawConn) write(p []byte, wait bool) (int, error) {
 // the reader sees the end of the stream and closes it.
 func (r *rawConn) shutdown() {
 	if r.rc == nil {
-		if tc, ok := r.c.(*net.TCPConn); ok {
-			_ = tc.CloseRead()
-			_ = tc.CloseWrite()
-		}
+		shutdownConn(r.c)
 		return
 	}
 	_ = r.rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })

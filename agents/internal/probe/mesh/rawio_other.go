@@ -15,12 +15,7 @@ type rawConn struct {
 func newRawConn(c net.Conn) (*rawConn, error) { return &rawConn{Conn: c}, nil }
 
 // shutdown ends both directions of the connection; its reader closes it.
-func (r *rawConn) shutdown() {
-	if tc, ok := r.Conn.(*net.TCPConn); ok {
-		_ = tc.CloseRead()
-		_ = tc.CloseWrite()
-	}
-}
+func (r *rawConn) shutdown() { shutdownConn(r.Conn) }
 
 // tryWrite writes p; without raw socket calls it may wait, up to the write deadline.
 func (r *rawConn) tryWrite(p []byte) (int, error) { return r.Write(p) }

@@ -95,6 +95,7 @@ func (r *Recorder) QuorumKey(name string, k, n int) uint16 {
 	for i, x := range r.groups {
 		if x == name {
 			g = i
+			break
 		}
 	}
 	if g < 0 {
