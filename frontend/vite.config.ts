@@ -23,7 +23,7 @@ export default defineConfig({
     proxy: { "/api": process.env.STORMWATCH_API ?? "http://127.0.0.1:8000" },
   },
   test: {
-    include: ["src/**/*.test.ts"],
+    include: ["src/**/*.test.{ts,tsx}"],
     environment: "node",
   },
 });

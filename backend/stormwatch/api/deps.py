@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from stormwatch.core.config import Settings, get_settings
 from stormwatch.core.db import get_sessionmaker
 from stormwatch.core.security import constant_time_equals, hash_token, token_kind
-from stormwatch.models import Agent, ApiKey
+from stormwatch.models import Agent, ApiKey, User
 from stormwatch.services.accounts import find_session
 
 SESSION_COOKIE = "sw_session"
@@ -37,6 +37,8 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 class Principal:
     kind: Literal["user", "api_key", "agent"]
     org_id: uuid.UUID
+    # What the caller may do in its org: "admin" manages, "viewer" reads; agents have none.
+    role: Literal["admin", "viewer", "none"] = "none"
     user_id: uuid.UUID | None = None
     api_key_id: uuid.UUID | None = None
     agent: Agent | None = None
@@ -84,7 +86,8 @@ async def get_principal(request: Request, session: SessionDep) -> Principal:
                 await session.execute(update(ApiKey).where(ApiKey.id == key.id)
                                       .values(last_used_at=now))
                 await session.commit()
-            return Principal(kind="api_key", org_id=key.org_id, api_key_id=key.id)
+            return Principal(kind="api_key", org_id=key.org_id, role="admin",
+                             api_key_id=key.id)
         if kind == "agent":
             agent = await _agent_from_token(session, token)
             return Principal(kind="agent", org_id=agent.org_id, agent=agent)
@@ -100,7 +103,9 @@ async def get_principal(request: Request, session: SessionDep) -> Principal:
         if not sent or not constant_time_equals(sent, row.csrf_token):
             raise HTTPException(status.HTTP_403_FORBIDDEN,
                                 f"missing or wrong {CSRF_HEADER} header")
-    return Principal(kind="user", org_id=row.org_id, user_id=row.user_id)
+    role = await session.scalar(select(User.role).where(User.id == row.user_id))
+    return Principal(kind="user", org_id=row.org_id, user_id=row.user_id,
+                     role="admin" if role == "admin" else "viewer")
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -111,6 +116,16 @@ async def get_org_principal(principal: PrincipalDep) -> Principal:
     if principal.kind == "agent":
         raise HTTPException(status.HTTP_403_FORBIDDEN,
                             "agent tokens may only ingest and read their own config")
+    return principal
+
+
+async def get_admin_principal(principal: PrincipalDep) -> Principal:
+    """People and REST clients allowed to change the org's configuration."""
+    if principal.kind == "agent":
+        raise HTTPException(status.HTTP_403_FORBIDDEN,
+                            "agent tokens may only ingest and read their own config")
+    if principal.role != "admin":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this action needs the admin role")
     return principal
 
 
@@ -128,6 +143,7 @@ async def get_agent(principal: PrincipalDep) -> Agent:
 
 OrgPrincipalDep = Annotated[Principal, Depends(get_org_principal)]
 UserPrincipalDep = Annotated[Principal, Depends(get_user_principal)]
+AdminDep = Annotated[Principal, Depends(get_admin_principal)]
 AgentDep = Annotated[Agent, Depends(get_agent)]
 
 
