@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import asyncpg
+import numpy as np
+from numpy.typing import NDArray
 
 from stormwatch.services.ingest import (
     EPOCH,
@@ -21,11 +23,16 @@ from stormwatch.services.ingest import (
     storage_records,
     throughput_records,
 )
-from stormwatch.services.rollups import mark_late_range
+from stormwatch.services.rollups import mark_minutes
 
 _known_partitions: set[tuple[str, int]] = set()
 _TABLE_FOR = {"mesh": "mesh_samples", "quorum": "quorum_samples", "storage": "storage_samples",
               "throughput": "throughput_samples"}
+
+
+def batch_minutes(time_us: NDArray[np.int64]) -> list[datetime]:
+    """The distinct minute starts of a batch's sample times (microseconds since the epoch)."""
+    return [EPOCH + timedelta(minutes=int(m)) for m in np.unique(time_us // 60_000_000)]
 
 
 async def check_references(conn: asyncpg.Connection, org_id: uuid.UUID,
@@ -113,11 +120,10 @@ async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
                 continue
             await conn.copy_records_to_table(table, records=make(batch, org_id),
                                              columns=list(columns))
-        # Samples landing in minutes the rollups already covered get those minutes re-rolled.
+        # Last, so the claim row's share lock is held only until commit: minutes a rollup pass
+        # has claimed already are marked for a re-roll (services/rollups.py, claim_minutes).
         for section in _TABLE_FOR:
             data = getattr(batch, section)
             if data is not None and data["n"]:
-                t = data["time_us"]
-                await mark_late_range(conn, section, org_id, EPOCH + timedelta(
-                    microseconds=int(t.min())), EPOCH + timedelta(microseconds=int(t.max())))
+                await mark_minutes(conn, section, org_id, batch_minutes(data["time_us"]))
     return False, counts

@@ -2,9 +2,11 @@
 of the hours into 1-day ones.
 
 Every computation rebuilds whole buckets from their sources and upserts them, so running
-it twice gives the same rows. Late samples are picked up three ways: the minute pass always
-re-rolls a short overlap behind its watermark; ingest marks minutes that are already rolled
-(`mark_late_minutes`); and a sweep compares raw counts with rolled counts over recent hours.
+it twice gives the same rows. Every accepted sample reaches the minute rollups whenever it
+arrives: the minute pass reads forward from its watermark (from the oldest raw sample on its
+first pass) without skipping, a bounded span per pass; ingest marks the minutes of samples
+that arrive below what a pass has claimed (`claim_minutes`), and marked minutes are re-rolled
+oldest first; a sweep compares raw counts with rolled counts over recent hours as a backstop.
 Coarser buckets are re-rolled whenever a finer row of theirs was recomputed after them.
 A level added to a database that already holds finer rows (the 5-minute one, migration
 0006) fills its history from the newest bucket back, a bounded span per pass.
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Engine, text
 
 from stormwatch.services.analytics.sketches import (
     MIN_INDEXABLE,
@@ -38,13 +40,21 @@ MINUTE, FIVE_MINUTES, HOUR, DAY = 60, 300, 3600, 86400
 FINER = {FIVE_MINUTES: MINUTE, HOUR: MINUTE, DAY: HOUR}
 COARSE_LEVELS = (FIVE_MINUTES, HOUR, DAY)
 # Samples may arrive a little after their timestamp; the minute pass leaves this margin
-# behind now and re-rolls this much behind its watermark every time.
+# behind now (later ones are marked by ingest, see `claim_minutes`).
 SETTLE = timedelta(seconds=30)
-OVERLAP = timedelta(minutes=2)
 # A finer row committed this long after its computed_at would be missed by the coarser
 # pass; the pass re-reads this far back, which only costs idempotent recomputation.
 COMPUTED_AT_SLACK = timedelta(minutes=5)
+# A pass claims at most this much new raw time, reads it MINUTE_CHUNK at a time (which bounds
+# the rows held at once) and stops reading new or marked minutes once ROLL_SECONDS_PER_PASS is
+# spent (one chunk or run at least): a backlog of hours or days drains over passes, oldest
+# first, none of them one long transaction. Marked minutes: at most MAX_DIRTY_MINUTES_PER_PASS
+# (org, minute) pairs a pass, an org's adjacent ones read together up to DIRTY_RUN at a time.
 MAX_MINUTES_PER_PASS = 120
+MINUTE_CHUNK = timedelta(minutes=15)
+ROLL_SECONDS_PER_PASS = 20.0
+MAX_DIRTY_MINUTES_PER_PASS = 1440
+DIRTY_RUN = timedelta(hours=1)
 # Coarse buckets are computed in spans of up to this length (one bucket at least), which bounds
 # the finer rows held at once: adjacent stale buckets share one read, and a new level's history
 # fills a span at a time, newest first, for at most FILL_SECONDS_PER_PASS per pass (one span at
@@ -465,12 +475,29 @@ def stale_coarse_buckets(conn: Connection, kind_name: str, bucket_s: int,
     return [(r[0], r[1]) for r in rows], newest
 
 
-# --- watermarks and late samples ------------------------------------------------------
+# --- watermarks, claims and late samples -----------------------------------------------
+#
+# `{kind}:60` in rollup_watermarks is the minute pass's watermark: every sample older than it
+# is in the minute rollups or in a marked (dirty) minute. `{kind}:60:claim` is how far the
+# pass has announced it will read. A pass first raises the claim in a short transaction of its
+# own, then reads raw samples below it. Ingest marks the minutes of a batch that are below the
+# claim while holding a share lock on the claim row until it commits, so the claim's update
+# waits for every batch that read the old claim: a batch committed before the claim is seen by
+# the read that follows it, and a batch committed after it has marked its minutes. Migration
+# 0009 creates the claim rows at -infinity, which ingest never marks below. No sample is left
+# behind however long the worker was stopped or however old the samples are; the read is
+# bounded per pass (MAX_MINUTES_PER_PASS, ROLL_SECONDS_PER_PASS) and drains oldest first.
+
+
+def claim_key(kind_name: str) -> str:
+    return f"{kind_name}:60:claim"
 
 
 def _watermark(conn: Connection, key: str) -> datetime | None:
-    return conn.execute(text("SELECT rolled_until FROM rollup_watermarks WHERE kind = :k"),
-                        {"k": key}).scalar()
+    # -infinity (an unclaimed claim row) reads as None: Python datetimes cannot hold it.
+    return conn.execute(text(
+        "SELECT CASE WHEN isfinite(rolled_until) THEN rolled_until END FROM rollup_watermarks "
+        "WHERE kind = :k"), {"k": key}).scalar()
 
 
 def _set_watermark(conn: Connection, key: str, value: datetime) -> None:
@@ -481,52 +508,93 @@ def _set_watermark(conn: Connection, key: str, value: datetime) -> None:
         {"k": key, "v": value})
 
 
-def mark_late_minutes(conn: Connection, kind_name: str, org_id: uuid.UUID,
-                      times: Sequence[datetime]) -> int:
-    """Mark the minutes of `times` that the minute pass already covered, so the next pass
-    re-rolls them. For ingest to call with the timestamps of an accepted batch."""
+def _oldest_raw_before(conn: Connection, kind_name: str, before: datetime) -> datetime | None:
+    """The oldest raw sample of a kind before `before`: one (org_id, time) index probe per org."""
+    kind = KINDS[kind_name]
+    return conn.execute(text(
+        f"SELECT min(f.t) FROM orgs o CROSS JOIN LATERAL (SELECT time AS t FROM {kind.raw_table} "
+        f"r WHERE r.org_id = o.id AND r.time < :b ORDER BY r.time LIMIT 1) f"),
+        {"b": before}).scalar()
+
+
+def claim_minutes(conn: Connection, kind_name: str, now: datetime | None = None) -> datetime:
+    """Phase one of a minute pass, committed on its own before `roll_up_recent` reads: raise
+    the kind's claim to the end of the minutes the pass will roll (from the watermark, or from
+    the oldest raw sample on a first pass, at most MAX_MINUTES_PER_PASS, never past settled
+    time). Never lowers it. Waits for batches being stored that read the old claim."""
+    if kind_name not in KINDS:
+        raise ValueError(f"unknown sample kind {kind_name!r}")
+    now = now or datetime.now(UTC)
+    end = floor_time(now - SETTLE, MINUTE)
     wm = _watermark(conn, f"{kind_name}:60")
     if wm is None:
-        return 0
-    cutoff = wm - OVERLAP
-    minutes = sorted({floor_time(t, MINUTE) for t in times if t < cutoff})
+        first = _oldest_raw_before(conn, kind_name, end)
+        start = floor_time(first, MINUTE) if first is not None else end
+    else:
+        start = wm
+    stop = max(start, min(end, start + timedelta(minutes=MAX_MINUTES_PER_PASS)))
+    conn.execute(text(
+        "INSERT INTO rollup_watermarks (kind, rolled_until, updated_at) VALUES (:k, :v, now()) "
+        "ON CONFLICT (kind) DO UPDATE SET rolled_until = greatest(rollup_watermarks.rolled_until,"
+        " EXCLUDED.rolled_until), updated_at = now()"), {"k": claim_key(kind_name), "v": stop})
+    return stop
+
+
+# Marks a minute for a re-roll. A minute already marked gets a later marked_at (strictly, even
+# within one clock tick), so the pass that is rolling it keeps the mark (it deletes marks no
+# newer than the one it read).
+_MARK_UPSERT = (
+    "ON CONFLICT (kind, org_id, minute) DO UPDATE SET marked_at = "
+    "greatest(clock_timestamp(), rollup_dirty_minutes.marked_at + interval '1 microsecond')")
+
+
+def mark_late_minutes(conn: Connection, kind_name: str, org_id: uuid.UUID,
+                      times: Sequence[datetime]) -> int:
+    """Mark the minutes of `times` that lie below the kind's claim, so a pass re-rolls them.
+    Ingest does the same through `mark_minutes` (asyncpg) in the batch's transaction."""
+    if kind_name not in KINDS:
+        raise ValueError(f"unknown sample kind {kind_name!r}")
+    minutes = sorted({floor_time(t, MINUTE) for t in times})
     if not minutes:
         return 0
-    conn.execute(text(
-        "INSERT INTO rollup_dirty_minutes (kind, org_id, minute) VALUES (:k, :o, :m) "
-        "ON CONFLICT DO NOTHING"), [{"k": kind_name, "o": org_id, "m": m} for m in minutes])
-    return len(minutes)
+    return int(conn.execute(text(
+        "INSERT INTO rollup_dirty_minutes (kind, org_id, minute) "
+        "SELECT :k, :o, m FROM unnest(CAST(:ms AS timestamptz[])) AS m "
+        "WHERE m < (SELECT rolled_until FROM rollup_watermarks WHERE kind = :c FOR SHARE) "
+        + _MARK_UPSERT), {"k": kind_name, "o": org_id, "ms": minutes,
+                          "c": claim_key(kind_name)}).rowcount or 0)
 
 
-# For ingest (asyncpg): mark the already-rolled minutes a batch's samples fall in, from the
-# batch's first and last sample time. Args: kind, org_id, min_time, max_time.
-MARK_LATE_RANGE_SQL = """
+# For ingest (asyncpg), last statement of a batch's transaction: marks the batch's minutes
+# that lie below the claim; the share lock on the claim row is held until the batch commits.
+# Args: kind, org_id, the distinct minute starts of the batch's samples of that kind.
+MARK_MINUTES_SQL = f"""
 INSERT INTO rollup_dirty_minutes (kind, org_id, minute)
-SELECT $1::varchar, $2::uuid, m FROM generate_series(
-    date_trunc('minute', $3::timestamptz), date_trunc('minute', $4::timestamptz),
-    interval '1 minute') AS m
-WHERE m < (SELECT rolled_until - interval '2 minutes' FROM rollup_watermarks
-           WHERE kind = $1::varchar || ':60')
-ON CONFLICT DO NOTHING
+SELECT $1::varchar, $2::uuid, m FROM unnest($3::timestamptz[]) AS m
+WHERE m < (SELECT rolled_until FROM rollup_watermarks
+           WHERE kind = $1::varchar || ':60:claim' FOR SHARE)
+{_MARK_UPSERT}
 """
 
 
-async def mark_late_range(conn: Any, kind_name: str, org_id: uuid.UUID, min_time: datetime,
-                          max_time: datetime) -> None:
+async def mark_minutes(conn: Any, kind_name: str, org_id: uuid.UUID,
+                       minutes: Sequence[datetime]) -> None:
     """`mark_late_minutes` for an asyncpg connection, inside the batch's transaction."""
     if kind_name not in KINDS:
         raise ValueError(f"unknown sample kind {kind_name!r}")
-    await conn.execute(MARK_LATE_RANGE_SQL, kind_name, org_id, min_time, max_time)
+    if minutes:
+        await conn.execute(MARK_MINUTES_SQL, kind_name, org_id, list(minutes))
 
 
 def sweep_late_minutes(conn: Connection, kind_name: str, lookback: timedelta) -> int:
-    """Mark rolled minutes whose raw sample count differs from what was rolled."""
+    """Mark rolled minutes whose raw sample count differs from what was rolled: a backstop
+    for samples written other than through ingest (ingest marks its own)."""
     kind = KINDS[kind_name]
     wm = _watermark(conn, f"{kind_name}:60")
     if wm is None:
         return 0
     since = floor_time(wm - lookback, MINUTE)
-    until = floor_time(wm - OVERLAP, MINUTE)
+    until = floor_time(wm, MINUTE)
     if until <= since:
         return 0
     return int(conn.execute(text(f"""
@@ -539,45 +607,77 @@ def sweep_late_minutes(conn: Connection, kind_name: str, lookback: timedelta) ->
             WHERE bucket_s = 60 AND bucket_start >= :s AND bucket_start < :u GROUP BY 1, 2) r
         USING (org_id, m)
         WHERE r.c IS DISTINCT FROM raw.c
-        ON CONFLICT DO NOTHING"""), {"k": kind_name, "s": since, "u": until}).rowcount or 0)
+        {_MARK_UPSERT}"""), {"k": kind_name, "s": since, "u": until}).rowcount or 0)
 
 
-def roll_up_dirty_minutes(conn: Connection, kind_name: str, limit: int = 500) -> int:
+def roll_up_dirty_minutes(conn: Connection, kind_name: str,
+                          limit: int = MAX_DIRTY_MINUTES_PER_PASS,
+                          deadline: float | None = None) -> int:
+    """Re-roll up to `limit` marked minutes, oldest first. Each org's adjacent minutes are
+    read as one run (up to DIRTY_RUN long), so a backfill of days costs a query per run, not
+    per minute; past `deadline` (time.monotonic()) the pass stops after the current run."""
     rows = conn.execute(text(
         "SELECT org_id, minute, marked_at FROM rollup_dirty_minutes WHERE kind = :k "
-        "ORDER BY minute LIMIT :n"), {"k": kind_name, "n": limit}).all()
+        "ORDER BY minute, org_id LIMIT :n"), {"k": kind_name, "n": limit}).all()
+    runs: list[tuple[uuid.UUID, list[tuple[datetime, datetime]]]] = []
+    open_run: dict[uuid.UUID, list[tuple[datetime, datetime]]] = {}
     for org, minute, marked_at in rows:
-        roll_up_minutes(conn, kind_name, minute, minute + timedelta(minutes=1), org)
+        run = open_run.get(org)
+        if (run is None or minute != run[-1][0] + timedelta(minutes=1)
+                or minute - run[0][0] >= DIRTY_RUN):
+            run = open_run[org] = []
+            runs.append((org, run))
+        run.append((minute, marked_at))
+    done = 0
+    for org, run in runs:
+        first, last = run[0][0], run[-1][0]
+        roll_up_minutes(conn, kind_name, first, last + timedelta(minutes=1), org)
         conn.execute(text(
-            "DELETE FROM rollup_dirty_minutes WHERE kind = :k AND org_id = :o AND minute = :m "
-            "AND marked_at <= :t"), {"k": kind_name, "o": org, "m": minute, "t": marked_at})
-    return len(rows)
+            "DELETE FROM rollup_dirty_minutes d USING unnest(CAST(:ms AS timestamptz[]), "
+            "CAST(:ts AS timestamptz[])) AS x(m, t) WHERE d.kind = :k AND d.org_id = :o "
+            "AND d.minute = x.m AND d.marked_at <= x.t"),
+            {"k": kind_name, "o": org, "ms": [m for m, _ in run], "ts": [t for _, t in run]})
+        done += len(run)
+        if deadline is not None and time.monotonic() >= deadline:
+            break
+    return done
 
 
-def roll_up_recent(conn: Connection, kind_name: str, now: datetime | None = None) -> dict[str, int]:
-    """One pass of the pipeline for a kind: new minutes (with overlap), marked late minutes,
-    then the 5-minute buckets, hours and days whose finer rows changed (and a bounded span
-    of a level still filling its history). Safe to run concurrently with itself only under
-    the advisory lock taken here."""
+def roll_up_recent(conn: Connection, kind_name: str, now: datetime | None = None,
+                   budget_s: float = ROLL_SECONDS_PER_PASS) -> dict[str, int]:
+    """Phase two of a minute pass (after `claim_minutes` committed): new minutes from the
+    watermark up to the claim (from the oldest raw sample on a first pass), marked late
+    minutes, then the 5-minute buckets, hours and days whose finer rows changed (and a bounded
+    span of a level still filling its history). New minutes are read MINUTE_CHUNK at a time
+    and both minute steps stop once `budget_s` is spent (after one chunk or run at least), so
+    a long backlog drains over passes, oldest first. Safe to run concurrently with itself only
+    under the advisory lock taken here."""
     now = now or datetime.now(UTC)
     got = conn.execute(text("SELECT pg_try_advisory_xact_lock(hashtext(:k))"),
                        {"k": f"rollup:{kind_name}"}).scalar()
     if not got:
         return {"skipped": 1}
+    deadline = time.monotonic() + budget_s
     key = f"{kind_name}:60"
     end = floor_time(now - SETTLE, MINUTE)
+    claim = _watermark(conn, claim_key(kind_name))
     wm = _watermark(conn, key)
-    if wm is None:
-        first = conn.execute(text(
-            f"SELECT min(time) FROM {KINDS[kind_name].raw_table} WHERE time >= :s"),
-            {"s": now - timedelta(days=2)}).scalar()
-        wm = floor_time(first, MINUTE) if first is not None else end
-    start = max(wm - OVERLAP, end - timedelta(minutes=MAX_MINUTES_PER_PASS + 2))
-    # Catching up after downtime: bounded passes, the watermark advances as they finish.
-    stop = min(end, start + timedelta(minutes=MAX_MINUTES_PER_PASS))
-    minutes = roll_up_minutes(conn, kind_name, start, stop)
-    _set_watermark(conn, key, max(stop, wm))
-    dirty = roll_up_dirty_minutes(conn, kind_name)
+    minutes = 0
+    if claim is not None:
+        if wm is None:
+            # Read after the claim committed: every sample below it that is not marked.
+            first = _oldest_raw_before(conn, kind_name, claim)
+            wm = floor_time(first, MINUTE) if first is not None else claim
+        stop = min(claim, end, wm + timedelta(minutes=MAX_MINUTES_PER_PASS))
+        t = wm
+        while t < stop:
+            e = min(stop, t + MINUTE_CHUNK)
+            minutes += roll_up_minutes(conn, kind_name, t, e)
+            t = e
+            if time.monotonic() >= deadline:
+                break
+        _set_watermark(conn, key, t)
+    dirty = roll_up_dirty_minutes(conn, kind_name, deadline=deadline)
     out = {"minutes": minutes, "dirty": dirty}
     # Hours after 5-minute buckets (both from minutes), days after the hours of this pass.
     for bucket_s in COARSE_LEVELS:
@@ -590,6 +690,47 @@ def roll_up_recent(conn: Connection, kind_name: str, now: datetime | None = None
         filled = fill_level_history(conn, kind_name, bucket_s)
         if filled is not None:
             out[f"{bucket_s}:fill"] = filled
+    return out
+
+
+def run_minute_pass(engine: Engine, kind_name: str, now: datetime | None = None
+                    ) -> dict[str, int]:
+    """One rollup pass of a kind as the worker runs it: the claim in a short transaction of
+    its own, then the pass itself in another."""
+    with engine.begin() as conn:
+        claim_minutes(conn, kind_name, now)
+    with engine.begin() as conn:
+        return roll_up_recent(conn, kind_name, now)
+
+
+# Backlog per kind, for the health endpoint (polled, so index probes only): marked minutes,
+# the oldest of them, the watermark, and the oldest raw sample at or after the watermark (one
+# (org_id, time) index probe per org).
+BACKLOG_SQL = " UNION ALL ".join(
+    f"""SELECT '{name}' AS kind,
+    (SELECT count(*) FROM rollup_dirty_minutes WHERE kind = '{name}') AS dirty_minutes,
+    (SELECT min(minute) FROM rollup_dirty_minutes WHERE kind = '{name}') AS oldest_dirty,
+    (SELECT rolled_until FROM rollup_watermarks WHERE kind = '{name}:60') AS rolled_until,
+    (SELECT min(f.t) FROM orgs o CROSS JOIN LATERAL (
+        SELECT r.time AS t FROM {kind.raw_table} r WHERE r.org_id = o.id AND r.time >= coalesce(
+            (SELECT rolled_until FROM rollup_watermarks WHERE kind = '{name}:60'), '-infinity')
+        ORDER BY r.time LIMIT 1) f) AS oldest_new"""
+    for name, kind in KINDS.items())
+
+
+@dataclass(frozen=True)
+class KindBacklog:
+    dirty_minutes: int
+    # The oldest sample not yet in the minute rollups (a marked minute counts from its start).
+    oldest_unrolled_at: datetime | None
+    rolled_until: datetime | None
+
+
+def backlog_from_rows(rows: Sequence[Sequence[Any]]) -> dict[str, KindBacklog]:
+    out = {}
+    for kind, dirty, oldest_dirty, rolled_until, oldest_new in rows:
+        oldest = min((t for t in (oldest_dirty, oldest_new) if t is not None), default=None)
+        out[kind] = KindBacklog(int(dirty), oldest, rolled_until)
     return out
 
 

@@ -322,14 +322,15 @@ def test_a_concurrent_retry_of_the_same_batch_is_stored_once(api_server, db, fle
     assert count_mesh(db, org.org_id) == 600
 
 
-def test_late_samples_mark_their_already_rolled_minutes_for_a_re_roll(api, db, fleet):
+def test_late_samples_mark_their_already_claimed_minutes_for_a_re_roll(api, db, fleet):
     org, agents = fleet
     with db.begin() as c:
-        before = c.execute(text("SELECT rolled_until FROM rollup_watermarks "
-                                "WHERE kind = 'mesh:60'")).scalar()
+        # As text: an unclaimed claim is -infinity, which Python datetimes cannot hold.
+        before = c.execute(text("SELECT rolled_until::text FROM rollup_watermarks "
+                                "WHERE kind = 'mesh:60:claim'")).scalar()
         c.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until, updated_at) "
-                       "VALUES ('mesh:60', now(), now()) ON CONFLICT (kind) DO UPDATE "
-                       "SET rolled_until = now()"))
+                       "VALUES ('mesh:60:claim', date_trunc('minute', now()), now()) "
+                       "ON CONFLICT (kind) DO UPDATE SET rolled_until = EXCLUDED.rolled_until"))
     try:
         late_start = now_us() - 20 * 60 * 1_000_000
         batch = mesh_batch(agents[0], [agents[1].agent_id], rounds=3, start_us=late_start)
@@ -349,7 +350,7 @@ def test_late_samples_mark_their_already_rolled_minutes_for_a_re_roll(api, db, f
             c.execute(text("DELETE FROM rollup_dirty_minutes WHERE org_id = :o"),
                       {"o": org.org_id})
             if before is None:
-                c.execute(text("DELETE FROM rollup_watermarks WHERE kind = 'mesh:60'"))
+                c.execute(text("DELETE FROM rollup_watermarks WHERE kind = 'mesh:60:claim'"))
             else:
-                c.execute(text("UPDATE rollup_watermarks SET rolled_until = :b "
-                               "WHERE kind = 'mesh:60'"), {"b": before})
+                c.execute(text("UPDATE rollup_watermarks SET rolled_until = CAST(:b AS "
+                               "timestamptz) WHERE kind = 'mesh:60:claim'"), {"b": before})

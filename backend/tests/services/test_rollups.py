@@ -64,6 +64,13 @@ def _roll_all(db: Engine, org: str, start: datetime, end: datetime) -> None:
         rollups.roll_up_coarse(conn, "mesh", 86400, [(uuid.UUID(org), start)])
 
 
+def _set_rolled(conn: Any, kind: str, t: datetime) -> None:
+    """The minute pass's watermark and claim at `t`, as after a pass that rolled up to it."""
+    for key in (f"{kind}:60", rollups.claim_key(kind)):
+        conn.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until) VALUES (:k, :t) "
+                          "ON CONFLICT (kind) DO UPDATE SET rolled_until = :t"), {"k": key, "t": t})
+
+
 @pytest.fixture
 def org_id(make_org: Callable) -> str:
     return make_org().org_id
@@ -146,9 +153,7 @@ def test_late_samples_are_rolled_in_without_duplicates(db: Engine, org_id: str) 
     o = uuid.UUID(org_id)
     with db.begin() as conn:
         rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(minutes=20))
-        conn.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until) VALUES "
-                          "('mesh:60', :t) ON CONFLICT (kind) DO UPDATE SET rolled_until = :t"),
-                     {"t": start + timedelta(minutes=20)})
+        _set_rolled(conn, "mesh", start + timedelta(minutes=20))
         rollups.roll_up_coarse(conn, "mesh", 300, _buckets(org_id, start,
                                                            start + timedelta(minutes=19), 300))
     # Late samples for minute 5, which is already rolled: one batch marks it through the
@@ -221,11 +226,9 @@ def test_the_recent_pass_keeps_up_and_is_idempotent(db: Engine, org_id: str) -> 
     _insert_mesh(db, org_id, a, b, start, _heavy_tailed(rng, 600), 1.0)
     with db.begin() as conn:
         conn.execute(text("DELETE FROM rollup_watermarks WHERE kind LIKE 'mesh:%'"))
-        conn.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until) VALUES "
-                          "('mesh:60', :t)"), {"t": start})
+        _set_rolled(conn, "mesh", start)
     for _ in range(2):
-        with db.begin() as conn:
-            rollups.roll_up_recent(conn, "mesh", now)
+        rollups.run_minute_pass(db, "mesh", now)
     with db.connect() as conn:
         per_level = dict(conn.execute(text(
             "SELECT bucket_s, sum(sample_count) FROM mesh_rollups WHERE org_id = :o "
@@ -233,31 +236,31 @@ def test_the_recent_pass_keeps_up_and_is_idempotent(db: Engine, org_id: str) -> 
     assert per_level == {60: 600, 300: 600, 3600: 600, 86400: 600}
 
 
-async def test_ingest_can_mark_late_minutes_in_its_own_transaction(services: Any, db: Engine,
-                                                                   org_id: str) -> None:
+async def test_ingest_marks_the_claimed_minutes_of_a_batch_in_its_own_transaction(
+        services: Any, db: Engine, org_id: str) -> None:
     import asyncpg
 
     now = datetime.now(UTC)
-    rolled_until = rollups.floor_time(now - timedelta(minutes=10), 60)
+    claimed = rollups.floor_time(now - timedelta(minutes=10), 60)
     with db.begin() as conn:
-        conn.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until) VALUES "
-                          "('quorum:60', :t) ON CONFLICT (kind) DO UPDATE SET rolled_until = :t"),
-                     {"t": rolled_until})
+        _set_rolled(conn, "quorum", claimed)
     dsn = services.database_url.replace("postgresql+asyncpg", "postgresql")
     conn = await asyncpg.connect(dsn)
+    # Minutes -6, -5, -1 before the claim and two after it; the batch marks only its own.
+    batch = [claimed - timedelta(minutes=k) for k in (6, 5, 1)] + [claimed, now]
     try:
         async with conn.transaction():
-            await rollups.mark_late_range(conn, "quorum", uuid.UUID(org_id),
-                                          rolled_until - timedelta(minutes=5, seconds=30),
-                                          now)
+            await rollups.mark_minutes(conn, "quorum", uuid.UUID(org_id),
+                                       [rollups.floor_time(t, 60) for t in batch])
     finally:
         await conn.close()
     with db.connect() as c:
         minutes = c.execute(text(
             "SELECT minute FROM rollup_dirty_minutes WHERE kind = 'quorum' AND org_id = :o "
             "ORDER BY minute"), {"o": org_id}).scalars().all()
-    # minutes -6 .. -3 before the watermark: older than the 2-minute re-roll overlap
-    assert [rolled_until - m for m in minutes] == [timedelta(minutes=k) for k in (6, 5, 4, 3)]
+        c.execute(text("DELETE FROM rollup_dirty_minutes WHERE org_id = :o"), {"o": org_id})
+        c.commit()
+    assert [claimed - m for m in minutes] == [timedelta(minutes=k) for k in (6, 5, 1)]
 
 
 # --- quorum groups, storage targets and throughput pairs -----------------------------
@@ -424,9 +427,7 @@ def test_late_samples_of_other_kinds_are_rolled_in_once(db: Engine, org_id: str,
     _insert(db, case, on_time)
     with db.begin() as conn:
         rollups.roll_up_minutes(conn, kind, start, start + timedelta(minutes=20))
-        conn.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until) VALUES "
-                          "(:k, :t) ON CONFLICT (kind) DO UPDATE SET rolled_until = :t"),
-                     {"k": f"{kind}:60", "t": start + timedelta(minutes=20)})
+        _set_rolled(conn, kind, start + timedelta(minutes=20))
         rollups.roll_up_coarse(conn, kind, 3600, [(uuid.UUID(org_id), start)])
         rollups.roll_up_coarse(conn, kind, 300, _buckets(org_id, start,
                                                          start + timedelta(minutes=19), 300))

@@ -1,14 +1,17 @@
-"""Liveness of the parts Stormwatch needs: database, Redis, Celery worker and beat."""
+"""Liveness of the parts Stormwatch needs: database, Redis, Celery worker and beat; and the
+rollup backlog per sample kind."""
 
 import time
+from datetime import UTC, datetime
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from stormwatch.core.db import get_engine
 from stormwatch.core.redis import BEAT_HEARTBEAT_KEY, WORKER_HEARTBEAT_KEY, get_redis
+from stormwatch.services.rollups import BACKLOG_SQL, backlog_from_rows
 
 router = APIRouter(tags=["health"])
 
@@ -20,12 +23,29 @@ class Component(BaseModel):
     detail: str
 
 
+class KindBacklog(BaseModel):
+    dirty_minutes: int = Field(description="Minutes marked for a re-roll (late samples)")
+    oldest_unrolled_at: datetime | None = Field(
+        description="The oldest sample not yet in the minute rollups (a marked minute counts "
+                    "from its start); null when every sample is rolled up")
+    rolled_until: datetime | None = Field(
+        description="The minute pass's watermark; null before its first pass")
+
+
+class Rollups(BaseModel):
+    ok: bool = Field(description="Whether the backlog could be read (a backlog is not a "
+                                 "failure: the worker drains it a bounded amount per pass)")
+    detail: str
+    kinds: dict[str, KindBacklog]
+
+
 class Health(BaseModel):
     ok: bool
     database: Component
     redis: Component
     worker: Component
     beat: Component
+    rollups: Rollups
 
 
 async def _database() -> Component:
@@ -50,6 +70,25 @@ async def _heartbeat(key: str, what: str) -> Component:
     return Component(ok=ok, detail=f"last heartbeat {age:.0f} s ago")
 
 
+async def _rollups() -> Rollups:
+    try:
+        async with get_engine().connect() as conn:
+            rows = (await conn.execute(text(BACKLOG_SQL))).all()
+    except Exception as exc:  # reported, not raised, like the other components
+        return Rollups(ok=False, detail=f"backlog unknown: {type(exc).__name__}", kinds={})
+    kinds = {k: KindBacklog(dirty_minutes=b.dirty_minutes, oldest_unrolled_at=b.oldest_unrolled_at,
+                            rolled_until=b.rolled_until)
+             for k, b in backlog_from_rows(rows).items()}
+    oldest = min((b.oldest_unrolled_at for b in kinds.values() if b.oldest_unrolled_at),
+                 default=None)
+    if oldest is None:
+        detail = "every sample rolled up"
+    else:
+        lag_s = (datetime.now(UTC) - oldest).total_seconds()
+        detail = f"oldest unrolled sample {lag_s:.0f} s old"
+    return Rollups(ok=True, detail=detail, kinds=kinds)
+
+
 @router.get("/health", response_model=Health,
             responses={503: {"model": Health, "description": "Some part is down"}})
 async def health() -> JSONResponse:
@@ -61,6 +100,9 @@ async def health() -> JSONResponse:
         redis_c = Component(ok=False, detail=f"unreachable: {type(exc).__name__}")
     worker = await _heartbeat(WORKER_HEARTBEAT_KEY, "worker")
     beat = await _heartbeat(BEAT_HEARTBEAT_KEY, "beat")
+    rollups = await _rollups() if database.ok else Rollups(
+        ok=False, detail="backlog unknown: database unreachable", kinds={})
+    # The rollup backlog is reported, not judged: a backfill legitimately takes passes.
     result = Health(ok=all(c.ok for c in (database, redis_c, worker, beat)), database=database,
-                    redis=redis_c, worker=worker, beat=beat)
-    return JSONResponse(result.model_dump(), status_code=200 if result.ok else 503)
+                    redis=redis_c, worker=worker, beat=beat, rollups=rollups)
+    return JSONResponse(result.model_dump(mode="json"), status_code=200 if result.ok else 503)

@@ -13,13 +13,10 @@ from stormwatch.worker.app import celery_app
 
 @celery_app.task(name="stormwatch.roll_up_recent_samples")
 def roll_up_recent_samples() -> dict[str, dict[str, int]]:
-    """New minutes of every kind, marked late minutes, then changed 5-minute buckets, hours
-    and days (and a bounded span of a new level's history, see `fill_level_history`)."""
-    out = {}
-    for kind in rollups.KINDS:
-        with get_sync_engine().begin() as conn:
-            out[kind] = rollups.roll_up_recent(conn, kind)
-    return out
+    """For every kind: claim, then new minutes (a bounded span, oldest first), marked late
+    minutes, then changed 5-minute buckets, hours and days (and a bounded span of a new
+    level's history, see `fill_level_history`)."""
+    return {kind: rollups.run_minute_pass(get_sync_engine(), kind) for kind in rollups.KINDS}
 
 
 @celery_app.task(name="stormwatch.roll_up_window")
