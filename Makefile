@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONPATH := $(CURDIR)/backend
 
-.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui client bootstrap
+.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups client bootstrap
 
 run:
 	@scripts/run.sh
@@ -30,13 +30,16 @@ client: bootstrap
 	$(PY) -c "import json; from stormwatch.main import app; print(json.dumps(app.openapi(), indent=1))" > frontend/openapi.json
 	cd frontend && npm run client
 
-bench: bench-ingest bench-agent bench-query bench-ui
+bench: bench-ingest bench-agent bench-query bench-ui bench-rollups
 
 bench-ingest: bootstrap
 	$(PY) bench/ingest/run.py
 
 bench-agent:
 	bench/agent/run.sh
+
+bench-rollups: bootstrap
+	$(PY) bench/rollups/backlog.py
 
 bench-query: bootstrap
 	bench/query/run.sh

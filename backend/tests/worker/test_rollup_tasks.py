@@ -125,12 +125,13 @@ def post_span(stack: Stack, start: datetime, end: datetime, step_s: float,
                          "peer_idx": np.tile(np.arange(len(peers)), n).tolist(),
                          "round": np.repeat(np.arange(i, i + n), len(peers)).tolist(),
                          "payload_bytes": [1024] * m_t.size,
-                         "rtt_us": [None if f else int(v) for f, v in zip(m_fail, m_rtt)],
+                         "rtt_us": [None if f else int(v)
+                                    for f, v in zip(m_fail, m_rtt, strict=True)],
                          "status": np.where(m_fail, 1, 0).tolist()},
                 "quorum": {"groups": ["q"], "time_us": ts.tolist(), "group_idx": [0] * n,
                            "round": list(range(i, i + n)), "k": [2] * n, "n": [3] * n,
                            "latency_us": [None if f else int(v) * 2
-                                          for f, v in zip(failed, rtt)],
+                                          for f, v in zip(failed, rtt, strict=True)],
                            "status": np.where(failed, 3, 0).tolist()},
             }
             r = post_batch(stack.api, a, batch)
@@ -203,7 +204,8 @@ def assert_bounded(seen: list[dict[str, Any]], before: datetime) -> None:
     """The minute watermark moves at most MAX_MINUTES_PER_PASS a pass, oldest first."""
     for kind in KINDS:
         marks = [before] + [_t(b["kinds"][kind]["rolled_until"]) for b in seen]
-        steps = [b - a for a, b in zip(marks, marks[1:]) if a is not None and b is not None]
+        steps = [b - a for a, b in zip(marks, marks[1:], strict=False)
+                 if a is not None and b is not None]
         assert all(s <= timedelta(minutes=rollups.MAX_MINUTES_PER_PASS) for s in steps), steps
 
 

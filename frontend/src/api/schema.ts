@@ -1263,6 +1263,7 @@ export interface components {
             redis: components["schemas"]["Component"];
             worker: components["schemas"]["Component"];
             beat: components["schemas"]["Component"];
+            rollups: components["schemas"]["Rollups"];
         };
         /** HeatmapCell */
         HeatmapCell: {
@@ -1337,6 +1338,24 @@ export interface components {
             sas_token?: string | null;
             /** Service Account Json */
             service_account_json?: string | null;
+        };
+        /** KindBacklog */
+        KindBacklog: {
+            /**
+             * Dirty Minutes
+             * @description Minutes marked for a re-roll (late samples)
+             */
+            dirty_minutes: number;
+            /**
+             * Oldest Unrolled At
+             * @description The oldest sample not yet in the minute rollups (a marked minute counts from its start); null when every sample is rolled up
+             */
+            oldest_unrolled_at: string | null;
+            /**
+             * Rolled Until
+             * @description The minute pass's watermark; null before its first pass
+             */
+            rolled_until: string | null;
         };
         /** LevelShift */
         LevelShift: {
@@ -1606,6 +1625,20 @@ export interface components {
             p90_ms: number | null;
             /** Mean Ms */
             mean_ms: number | null;
+        };
+        /** Rollups */
+        Rollups: {
+            /**
+             * Ok
+             * @description Whether the backlog could be read (a backlog is not a failure: the worker drains it a bounded amount per pass)
+             */
+            ok: boolean;
+            /** Detail */
+            detail: string;
+            /** Kinds */
+            kinds: {
+                [key: string]: components["schemas"]["KindBacklog"];
+            };
         };
         /** Segment */
         Segment: {
