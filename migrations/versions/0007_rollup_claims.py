@@ -20,7 +20,7 @@ Create Date: 2026-11-23
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0009"
+revision = "0007_rollup_claims"
 down_revision = "0006_five_minute_rollups"
 branch_labels = None
 depends_on = None
