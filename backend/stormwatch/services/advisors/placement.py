@@ -1,0 +1,157 @@
+"""Seed 001's block-placement policies, simulated over an RTT matrix (Monte Carlo).
+
+A file of `file_bytes` is cut into blocks of `block_bytes`. Each policy places every block's
+replicas; the uploader writes a block's replicas in parallel (the block is done when the
+slowest write is), blocks one after another; the downloader reads each block from its
+nearest replica (lowest expected time), blocks one after another. One block transfer between
+regions a and b takes one round trip (sampled from the measured distribution of a→b) plus
+block_bytes / throughput(a, b) where throughput was measured (seed 001 Finding 4: larger
+blocks, fewer round trips).
+
+Placements and round trips are drawn per trial and block with numpy in whole arrays
+(trials × blocks × replicas); every policy sees the same random numbers, so differences
+between policies are not sampling noise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+POLICIES = ("random", "two_random", "local", "local_closest", "local_farthest")
+# trials × blocks × replicas per array: bounds memory (8 bytes each) and time.
+MAX_CELLS = 20_000_000
+
+
+class PlacementError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass
+class LinkModel:
+    """Per ordered region pair: a round-trip distribution and, where measured, throughput.
+
+    `rtt_quantiles_ms[a, b]` holds Q evenly spaced quantiles ((i + 0.5)/Q) of a→b's RTT, the
+    inverse CDF sampled by a uniform index; `throughput_bps[a, b]` is NaN where unmeasured.
+    """
+
+    regions: list[str]
+    rtt_quantiles_ms: NDArray[np.float64]  # K × K × Q
+    throughput_bps: NDArray[np.float64]  # K × K, NaN = not measured
+
+    @classmethod
+    def from_mean_std(cls, regions: list[str], mean_ms: NDArray[np.float64] | list[list[float]],
+                      std_ms: NDArray[np.float64] | list[list[float]] | None = None,
+                      throughput_bps: NDArray[np.float64] | None = None,
+                      levels: int = 64) -> LinkModel:
+        """Lognormal round trips matching each pair's mean and std (positive, right-skewed
+        like RTTs); std 0 gives a constant."""
+        m = np.asarray(mean_ms, dtype=np.float64)
+        s = np.zeros_like(m) if std_ms is None else np.asarray(std_ms, dtype=np.float64)
+        sigma2 = np.log1p((s / np.maximum(m, 1e-12)) ** 2)
+        mu = np.log(np.maximum(m, 1e-12)) - sigma2 / 2
+        from scipy.stats import norm
+
+        z = norm.ppf((np.arange(levels) + 0.5) / levels)
+        q = np.exp(mu[..., None] + np.sqrt(sigma2)[..., None] * z)
+        k = len(regions)
+        tp = np.full((k, k), np.nan) if throughput_bps is None else throughput_bps
+        return cls(list(regions), q, tp)
+
+    def expected_ms(self, block_bytes: int) -> NDArray[np.float64]:
+        return self.rtt_quantiles_ms.mean(axis=2) + self.transfer_ms(block_bytes)
+
+    def transfer_ms(self, block_bytes: int) -> NDArray[np.float64]:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t = block_bytes * 8.0 / self.throughput_bps * 1000.0
+        return np.where(np.isfinite(t), t, 0.0)
+
+
+def _placements(policy: str, k: int, up: int, trials: int, blocks: int, expected: NDArray[
+        np.float64], rng: np.random.Generator) -> NDArray[np.intp]:
+    if policy == "random":
+        return rng.integers(0, k, size=(trials, blocks, 1))
+    if policy == "two_random":
+        first = rng.integers(0, k, size=(trials, blocks))
+        # A uniform other region: shift by 1..k-1.
+        second = (first + rng.integers(1, k, size=(trials, blocks))) % k
+        return np.stack([first, second], axis=2)
+    if policy == "local":
+        return np.full((trials, blocks, 1), up, dtype=np.intp)
+    others = [r for r in range(k) if r != up]
+    cost = expected[up, others]
+    extra = others[int(np.argmin(cost))] if policy == "local_closest" else others[
+        int(np.argmax(cost))]
+    out = np.empty((trials, blocks, 2), dtype=np.intp)
+    out[..., 0] = up
+    out[..., 1] = extra
+    return out
+
+
+def simulate(model: LinkModel, uploader: str, downloader: str, block_bytes: int,
+             file_bytes: int, trials: int = 10_000, seed: int = 1,
+             policies: tuple[str, ...] = POLICIES) -> dict[str, Any]:
+    """Expected upload and download time (ms) and their std dev over trials, per policy."""
+    k = len(model.regions)
+    if k < 2:
+        raise PlacementError("regions", "choose at least two regions")
+    if uploader not in model.regions:
+        raise PlacementError("uploader", f"uploader region {uploader!r} is not among the regions")
+    if downloader not in model.regions:
+        raise PlacementError("downloader",
+                             f"downloader region {downloader!r} is not among the regions")
+    if block_bytes <= 0:
+        raise PlacementError("block_bytes", "block_bytes must be positive")
+    if file_bytes < block_bytes:
+        raise PlacementError("block_bytes", "block_bytes is larger than file_bytes")
+    if trials < 1:
+        raise PlacementError("trials", "trials must be at least 1")
+    blocks = -(-file_bytes // block_bytes)
+    if trials * blocks * 2 > MAX_CELLS:
+        raise PlacementError("trials", f"trials × blocks ({trials} × {blocks}) is too large: at "
+                             f"most {MAX_CELLS // 2} (fewer trials or larger blocks)")
+    up = model.regions.index(uploader)
+    down = model.regions.index(downloader)
+    q = model.rtt_quantiles_ms
+    levels = q.shape[2]
+    transfer = model.transfer_ms(block_bytes)
+    expected = model.expected_ms(block_bytes)
+    out = []
+    for policy in policies:
+        rng = np.random.default_rng(seed)
+        rep = _placements(policy, k, up, trials, blocks, expected, rng)
+        r = rep.shape[2]
+        u_up = rng.integers(0, levels, size=(trials, blocks, r))
+        # Replicas are written in parallel: a block is stored when its slowest write is.
+        t_up = (q[up][rep, u_up] + transfer[up][rep]).max(axis=2)
+        if r == 1:
+            nearest = rep[..., 0]
+        else:
+            choice = np.argmin(expected[down][rep], axis=2)
+            nearest = np.take_along_axis(rep, choice[..., None], axis=2)[..., 0]
+        u_down = rng.integers(0, levels, size=(trials, blocks))
+        t_down = q[down][nearest, u_down] + transfer[down][nearest]
+        up_total = t_up.sum(axis=1)
+        down_total = t_down.sum(axis=1)
+        local_share = float(np.mean(nearest == down))
+        out.append({
+            "policy": policy,
+            "upload_ms": float(up_total.mean()),
+            "upload_std_ms": float(up_total.std(ddof=1)) if trials > 1 else 0.0,
+            "download_ms": float(down_total.mean()),
+            "download_std_ms": float(down_total.std(ddof=1)) if trials > 1 else 0.0,
+            "download_p90_ms": float(np.quantile(down_total, 0.9)),
+            "blocks_read_in_downloader_region": local_share,
+        })
+    ranked = sorted(out, key=lambda p: p["download_ms"])
+    for i, p in enumerate(ranked):
+        p["download_rank"] = i + 1
+    return {"regions": model.regions, "uploader": uploader, "downloader": downloader,
+            "block_bytes": block_bytes, "file_bytes": file_bytes, "blocks": blocks,
+            "trials": trials, "policies": out,
+            "throughput_measured": bool(np.isfinite(model.throughput_bps).any())}
