@@ -18,6 +18,7 @@ from sqlalchemy import exc as sa_exc
 
 from stormwatch import __version__
 from stormwatch.api.routes import (
+    advisors,
     agents,
     analytics,
     auth,
@@ -42,6 +43,7 @@ ROUTERS = [
     settings.router,
     storage_targets.router,
     analytics.router,
+    advisors.router,
 ]
 
 

@@ -1,5 +1,6 @@
 """All models, imported here so metadata is complete for Alembic and tests."""
 
+from stormwatch.models.advisors import AdvisorResult, PricingOverride
 from stormwatch.models.agent import TOPOLOGY_CLASSES, Agent, AgentPair, EnrollmentToken
 from stormwatch.models.base import Base
 from stormwatch.models.org import ApiKey, Org, User, UserSession
@@ -14,6 +15,7 @@ from stormwatch.models.samples import (
 from stormwatch.models.storage_target import StorageTarget, StorageTargetAgent
 
 __all__ = [
+    "AdvisorResult",
     "RAW_TABLES",
     "TOPOLOGY_CLASSES",
     "Agent",
@@ -23,6 +25,7 @@ __all__ = [
     "EnrollmentToken",
     "IngestBatch",
     "Org",
+    "PricingOverride",
     "StorageTarget",
     "StorageTargetAgent",
     "User",

@@ -10,7 +10,8 @@ settings = get_settings()
 setup_logging(settings.log_level)
 
 celery_app = Celery("stormwatch", broker=settings.redis_url, backend=settings.redis_url,
-                    include=["stormwatch.worker.tasks.maintenance",
+                    include=["stormwatch.worker.tasks.advisors",
+                             "stormwatch.worker.tasks.maintenance",
                              "stormwatch.worker.tasks.rollups"])
 celery_app.conf.update(
     timezone="UTC",

@@ -54,3 +54,12 @@ BEAT_SCHEDULE.update({
         "schedule": timedelta(days=1),
     },
 })
+
+# --- advisors (services/advisors, worker/tasks/advisors.py) ------------------------------
+BEAT_SCHEDULE.update({
+    # Cached answers are kept 7 days; a daily purge overshoots that by under a day.
+    "purge-advisor-results": {
+        "task": "stormwatch.purge_advisor_results",
+        "schedule": timedelta(days=1),
+    },
+})

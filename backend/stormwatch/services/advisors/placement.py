@@ -121,7 +121,7 @@ def simulate(model: LinkModel, uploader: str, downloader: str, block_bytes: int,
     levels = q.shape[2]
     transfer = model.transfer_ms(block_bytes)
     expected = model.expected_ms(block_bytes)
-    out = []
+    out: list[dict[str, Any]] = []
     for policy in policies:
         rng = np.random.default_rng(seed)
         rep = _placements(policy, k, up, trials, blocks, expected, rng)
@@ -148,7 +148,7 @@ def simulate(model: LinkModel, uploader: str, downloader: str, block_bytes: int,
             "download_p90_ms": float(np.quantile(down_total, 0.9)),
             "blocks_read_in_downloader_region": local_share,
         })
-    ranked = sorted(out, key=lambda p: p["download_ms"])
+    ranked = sorted(out, key=lambda p: float(p["download_ms"]))
     for i, p in enumerate(ranked):
         p["download_rank"] = i + 1
     return {"regions": model.regions, "uploader": uploader, "downloader": downloader,

@@ -64,32 +64,32 @@ def estimate(d: Distribution, stat: str) -> dict[str, Any]:
     if n == 0:
         return out
     if kind == "mean":
-        mean, std = m.mean, m.std or 0.0
+        mean = m.mean
         assert mean is not None
-        half = Z95 * std / math.sqrt(n)
+        half = Z95 * (m.std or 0.0) / math.sqrt(n)
         out.update(value=mean, ci_low=mean - half, ci_high=mean + half, ci_method="normal")
         return out
     if kind == "std":
-        std = m.std
-        if std is None or n < 2:
-            out["value"] = std
+        sd = m.std
+        if sd is None or n < 2:
+            out["value"] = sd
             return out
-        var = std * std
+        var = sd * sd
         lo = math.sqrt((n - 1) * var / sp_stats.chi2.ppf(0.975, n - 1))
         hi = math.sqrt((n - 1) * var / sp_stats.chi2.ppf(0.025, n - 1))
-        out.update(value=std, ci_low=lo, ci_high=hi, ci_method="chi_square")
+        out.update(value=sd, ci_low=lo, ci_high=hi, ci_method="chi_square")
         return out
     assert q is not None
     half_rank = Z95 * math.sqrt(n * q * (1 - q))
     q_lo = max((n * q - half_rank) / n, 0.0)
     q_hi = min((n * q + half_rank) / n, 1.0)
-    v, lo, hi = d.quantiles([q, q_lo, q_hi])
+    v, qlo, qhi = d.quantiles([q, q_lo, q_hi])
     if d.is_exact:
-        out.update(value=v, ci_low=lo, ci_high=hi, ci_method="order_statistic")
+        out.update(value=v, ci_low=qlo, ci_high=qhi, ci_method="order_statistic")
     else:
         e = SKETCH_RELATIVE_ERROR
-        out.update(value=v, ci_low=None if lo is None else lo * (1 - e),
-                   ci_high=None if hi is None else hi * (1 + e),
+        out.update(value=v, ci_low=None if qlo is None else qlo * (1 - e),
+                   ci_high=None if qhi is None else qhi * (1 + e),
                    ci_method="order_statistic_sketch")
     return out
 

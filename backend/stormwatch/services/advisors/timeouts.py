@@ -68,7 +68,7 @@ def timeout_for(d: Distribution, p: float) -> dict[str, Any]:
     if d.values is not None:
         # The smallest observed value with at most `allowed` values above it.
         idx = min(max(math.ceil(count - allowed) - 1, 0), count - 1)
-        t = float(d.values[idx])
+        t: float | None = float(d.values[idx])
     else:
         t = d.quantiles([q])[0]
     out["timeout_us"] = t
