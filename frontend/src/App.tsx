@@ -18,6 +18,12 @@ const Distributions = lazy(() => import("./pages/Distributions"));
 const Storage = lazy(() => import("./pages/Storage"));
 const Fleet = lazy(() => import("./pages/Fleet"));
 const Settings = lazy(() => import("./pages/Settings"));
+const DecideCompression = lazy(() => import("./pages/DecideCompression"));
+const DecideReplication = lazy(() => import("./pages/DecideReplication"));
+const DecidePlacement = lazy(() => import("./pages/DecidePlacement"));
+const DecideTimeouts = lazy(() => import("./pages/DecideTimeouts"));
+const DecideRankings = lazy(() => import("./pages/DecideRankings"));
+const DecidePricing = lazy(() => import("./pages/DecidePricing"));
 
 function Page({ path }: { path: string }) {
   switch (path) {
@@ -33,6 +39,19 @@ function Page({ path }: { path: string }) {
       return <Fleet />;
     case "/settings":
       return <Settings />;
+    case "/decide":
+    case "/decide/compression":
+      return <DecideCompression />;
+    case "/decide/replication":
+      return <DecideReplication />;
+    case "/decide/placement":
+      return <DecidePlacement />;
+    case "/decide/timeouts":
+      return <DecideTimeouts />;
+    case "/decide/rankings":
+      return <DecideRankings />;
+    case "/decide/pricing":
+      return <DecidePricing />;
     default:
       return (
         <div className="state">
@@ -83,7 +102,7 @@ export function App() {
     );
   }
 
-  const current = path === "/pair" ? "/overview" : path;
+  const current = path === "/pair" ? "/overview" : path.startsWith("/decide") ? "/decide" : path;
   return (
     <div className="shell">
       <a className="skip" href="#main">

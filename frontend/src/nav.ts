@@ -1,4 +1,4 @@
-// The navigation. Pages for alerts, throughput and advisors slot in here as they are built.
+// The navigation. Pages for alerts and throughput slot in here as they are built.
 export interface NavItem {
   path: string;
   label: string;
@@ -8,6 +8,7 @@ export const NAV: NavItem[] = [
   { path: "/overview", label: "Overview" },
   { path: "/distributions", label: "Distributions" },
   { path: "/storage", label: "Storage" },
+  { path: "/decide", label: "Decide" },
   { path: "/fleet", label: "Fleet" },
   { path: "/settings", label: "Settings" },
 ];

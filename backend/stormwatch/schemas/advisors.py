@@ -91,6 +91,8 @@ class CompressionSize(BaseModel):
     gzip_get_ms: float | None
     samples: int
     t_c_s: float | None = Field(description="compression + decompression time per object")
+    t_c_clamped: bool = Field(False, description="the measured t_c came out negative (gzip9 "
+                              "faster than plain beyond the saved transfer) and is taken as 0")
     delta_bytes: float | None
     break_even_bps: float | None = Field(
         description="link bandwidth (bit/s) below which compression lowers latency")

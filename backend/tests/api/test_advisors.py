@@ -524,3 +524,14 @@ def test_viewers_run_advisors_but_only_admins_change_prices(
         assert r.status_code == 403
         assert viewer.delete("/api/v1/pricing/aws/us-east-1/put_per_1k",
                              headers=csrf).status_code == 403
+
+
+def test_a_topology_class_timeout_over_the_default_day_reads_rollups(
+        client: httpx.Client, seeded: Seeded) -> None:
+    body = _ok(client.post("/api/v1/advisors/timeout", headers=seeded.headers, json={
+        "scope": "topology_class", "topology_class": "cross_region", "msg_rate_per_s": 1,
+        "false_timeouts_per_hour": 36}))
+    assert body["status"] == "ok" and body["exact"] is False
+    # 5 agents in 4 regions: 18 cross-region links of 400 rounds.
+    assert body["samples"] == 18 * ROUNDS
+    assert body["warning"] is None and body["timeout_ms"] > 100
