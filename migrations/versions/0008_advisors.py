@@ -3,8 +3,8 @@
 The shipped catalog is code (services/advisors/catalog.py), dated and sourced per figure;
 only an org's overrides are rows, so a new catalog never touches them.
 
-Revision ID: 0013_advisors
-Revises: 0006_five_minute_rollups
+Revision ID: 0008_advisors
+Revises: 0007_rollup_claims
 Create Date: 2026-11-23
 """
 
@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql as pg
 
-revision = "0013_advisors"
-down_revision = "0006_five_minute_rollups"
+revision = "0008_advisors"
+down_revision = "0007_rollup_claims"
 branch_labels = None
 depends_on = None
 
