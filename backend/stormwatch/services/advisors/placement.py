@@ -73,21 +73,22 @@ class LinkModel:
 
 
 def _placements(policy: str, k: int, up: int, trials: int, blocks: int, expected: NDArray[
-        np.float64], rng: np.random.Generator) -> NDArray[np.intp]:
+        np.float64], rng: np.random.Generator) -> NDArray[np.int32]:
     if policy == "random":
-        return rng.integers(0, k, size=(trials, blocks, 1))
+        return rng.integers(0, k, size=(trials, blocks, 1), dtype=np.int32)
     if policy == "two_random":
-        first = rng.integers(0, k, size=(trials, blocks))
+        out = np.empty((trials, blocks, 2), dtype=np.int32)
+        out[..., 0] = rng.integers(0, k, size=(trials, blocks), dtype=np.int32)
         # A uniform other region: shift by 1..k-1.
-        second = (first + rng.integers(1, k, size=(trials, blocks))) % k
-        return np.stack([first, second], axis=2)
+        out[..., 1] = (out[..., 0] + rng.integers(1, k, size=(trials, blocks), dtype=np.int32)) % k
+        return out
     if policy == "local":
-        return np.full((trials, blocks, 1), up, dtype=np.intp)
+        return np.full((trials, blocks, 1), up, dtype=np.int32)
     others = [r for r in range(k) if r != up]
     cost = expected[up, others]
     extra = others[int(np.argmin(cost))] if policy == "local_closest" else others[
         int(np.argmax(cost))]
-    out = np.empty((trials, blocks, 2), dtype=np.intp)
+    out = np.empty((trials, blocks, 2), dtype=np.int32)
     out[..., 0] = up
     out[..., 1] = extra
     return out
@@ -117,27 +118,34 @@ def simulate(model: LinkModel, uploader: str, downloader: str, block_bytes: int,
                              f"most {MAX_CELLS // 2} (fewer trials or larger blocks)")
     up = model.regions.index(uploader)
     down = model.regions.index(downloader)
-    q = model.rtt_quantiles_ms
-    levels = q.shape[2]
+    levels = model.rtt_quantiles_ms.shape[2]
     transfer = model.transfer_ms(block_bytes)
     expected = model.expected_ms(block_bytes)
+    # One flat float32 table per end: (region × quantile level) → round trip + transfer, so
+    # every draw is one 1-D gather at region·levels + level; on bench/advisors this ran
+    # ≈ 1.3× faster than 2-D fancy indexing in float64 with the transfer added per draw.
+    # Sums over blocks are taken in float64.
+    tab_up = (model.rtt_quantiles_ms[up] + transfer[up][:, None]).ravel().astype(np.float32)
+    tab_down = (model.rtt_quantiles_ms[down] + transfer[down][:, None]).ravel().astype(np.float32)
     out: list[dict[str, Any]] = []
     for policy in policies:
         rng = np.random.default_rng(seed)
         rep = _placements(policy, k, up, trials, blocks, expected, rng)
         r = rep.shape[2]
-        u_up = rng.integers(0, levels, size=(trials, blocks, r))
+        u_up = rng.integers(0, levels, size=rep.shape, dtype=np.int32)
+        writes = tab_up[rep * levels + u_up]
         # Replicas are written in parallel: a block is stored when its slowest write is.
-        t_up = (q[up][rep, u_up] + transfer[up][rep]).max(axis=2)
+        t_up = writes[..., 0] if r == 1 else writes.max(axis=2)
         if r == 1:
             nearest = rep[..., 0]
         else:
-            choice = np.argmin(expected[down][rep], axis=2)
-            nearest = np.take_along_axis(rep, choice[..., None], axis=2)[..., 0]
-        u_down = rng.integers(0, levels, size=(trials, blocks))
-        t_down = q[down][nearest, u_down] + transfer[down][nearest]
-        up_total = t_up.sum(axis=1)
-        down_total = t_down.sum(axis=1)
+            first, second = rep[..., 0], rep[..., 1]
+            e = expected[down]
+            nearest = np.where(e[first] <= e[second], first, second)
+        u_down = rng.integers(0, levels, size=(trials, blocks), dtype=np.int32)
+        t_down = tab_down[nearest * levels + u_down]
+        up_total = t_up.sum(axis=1, dtype=np.float64)
+        down_total = t_down.sum(axis=1, dtype=np.float64)
         local_share = float(np.mean(nearest == down))
         out.append({
             "policy": policy,
