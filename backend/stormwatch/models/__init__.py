@@ -2,6 +2,7 @@
 
 from stormwatch.models.advisors import AdvisorResult, PricingOverride
 from stormwatch.models.agent import TOPOLOGY_CLASSES, Agent, AgentPair, EnrollmentToken
+from stormwatch.models.alerts import Alert, AlertEvent, AlertRule, AlertSeriesState
 from stormwatch.models.base import Base
 from stormwatch.models.org import ApiKey, Org, User, UserSession
 from stormwatch.models.samples import (
@@ -20,6 +21,10 @@ __all__ = [
     "TOPOLOGY_CLASSES",
     "Agent",
     "AgentPair",
+    "Alert",
+    "AlertEvent",
+    "AlertRule",
+    "AlertSeriesState",
     "ApiKey",
     "Base",
     "EnrollmentToken",

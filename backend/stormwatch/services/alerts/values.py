@@ -1,0 +1,250 @@
+"""Window statistics per series, from raw samples (the newest windows; exact percentiles
+computed by PostgreSQL's percentile_cont) or from rollups (older windows; merged DDSketches
+through the analytics loader). Both give `WinStat`s, so one condition code serves both."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from stormwatch.services.alerts.metrics import MetricKind, parse_percentile
+from stormwatch.services.alerts.scope import SeriesKey
+from stormwatch.services.analytics.queries import (
+    ADJUSTED_RAW,
+    KIND_SPECS,
+    Filters,
+    Fleet,
+    load_grouped,
+)
+from stormwatch.services.analytics.sketches import merge_sketches
+from stormwatch.services.analytics.stats import Distribution, Moments
+
+
+@dataclass
+class WinStat:
+    """Mergeable facts about one series in one window, plus the percentiles asked for."""
+
+    samples: int = 0
+    count: int = 0
+    failures: int = 0
+    total: float = 0.0
+    total_sq: float = 0.0
+    minimum: float = math.inf
+    maximum: float = -math.inf
+    pcts: dict[float, float | None] = field(default_factory=dict)
+
+    def value(self, statistic: str) -> float | None:
+        if statistic in ("loss_rate", "failure_rate"):
+            return self.failures / self.samples if self.samples else None
+        if statistic == "silence_s":
+            return self.total if self.samples else None
+        if self.count == 0:
+            return None
+        if statistic == "mean":
+            return self.total / self.count
+        if statistic == "std":
+            if self.count < 2:
+                return 0.0
+            var = (self.total_sq - self.total * self.total / self.count) / (self.count - 1)
+            return math.sqrt(max(var, 0.0))
+        if statistic == "min":
+            return self.minimum
+        if statistic == "max":
+            return self.maximum
+        p = parse_percentile(statistic)
+        if p is None:
+            raise ValueError(f"unknown statistic {statistic!r}")
+        return self.pcts.get(p)
+
+    @classmethod
+    def of(cls, d: Distribution, percentiles: Sequence[float]) -> WinStat:
+        m = d.moments
+        qs = d.quantiles([p / 100 for p in percentiles]) if percentiles else []
+        return cls(m.samples, m.count, m.failures, m.total, m.total_sq, m.minimum, m.maximum,
+                   dict(zip(percentiles, qs, strict=True)))
+
+
+# (org, series key) -> window start (epoch s) -> stats
+Windows = dict[tuple[uuid.UUID, SeriesKey], dict[int, WinStat]]
+
+
+def percentiles_of(statistics: Iterable[str]) -> list[float]:
+    return sorted({p for s in statistics if (p := parse_percentile(s)) is not None})
+
+
+async def raw_windows(session: AsyncSession, orgs: Sequence[uuid.UUID], metric: MetricKind,
+                      window_s: int, start: datetime, end: datetime,
+                      percentiles: Sequence[float]) -> Windows:
+    """Every series of the orgs in [start, end), per window of window_s, straight from the raw
+    samples: one query for all orgs, series and windows (percentile_cont is exact, with the
+    same linear interpolation as numpy's)."""
+    spec = KIND_SPECS[metric.kind or "mesh"]
+    keys = ", ".join(spec.keys)
+    value = ADJUSTED_RAW if metric.adjusted else spec.raw_value
+    pct = ("percentile_cont(CAST(:qs AS float8[])) WITHIN GROUP (ORDER BY v)" if percentiles
+           else "NULL::float8[]")
+    rows = (await session.execute(text(
+        f"SELECT org_id, {keys}, ws, count(*), count(v), "
+        f"count(*) FILTER (WHERE failed), sum(v), sum(v * v), min(v), max(v), {pct} "
+        f"FROM (SELECT org_id, {keys}, "
+        f"(floor(extract(epoch FROM time) / :w) * :w)::bigint AS ws, "
+        f"({value})::float8 AS v, ({spec.raw_failure}) AS failed FROM {spec.raw_table} "
+        f"WHERE org_id = ANY(:orgs) AND time >= :s AND time < :e) t "
+        f"GROUP BY org_id, {keys}, ws"),
+        {"orgs": list(orgs), "w": window_s, "s": start, "e": end,
+         "qs": [p / 100 for p in percentiles]})).all()
+    nk = len(spec.keys)
+    out: Windows = {}
+    for r in rows:
+        key = (r[0], tuple(r[1:1 + nk]))
+        c = r[1 + nk:]
+        qv = c[8] or [None] * len(percentiles)
+        out.setdefault(key, {})[int(c[0])] = WinStat(
+            int(c[1]), int(c[2]), int(c[3]), float(c[4] or 0.0), float(c[5] or 0.0),
+            math.inf if c[6] is None else float(c[6]),
+            -math.inf if c[7] is None else float(c[7]),
+            dict(zip(percentiles, (None if q is None else float(q) for q in qv), strict=True)))
+    return out
+
+
+async def rollup_windows(session: AsyncSession, org_id: uuid.UUID, metric: MetricKind,
+                         f: Filters, fleet: Fleet, window_s: int,
+                         percentiles: Sequence[float]) -> Windows:
+    """Windows of the series in scope from the analytics loader (rollups with mergeable
+    sketches, or raw for short ranges), for backtests over days."""
+    assert metric.kind is not None
+    g = await load_grouped(session, org_id, metric.kind, f, lambda k: k, fleet,
+                           window_s=window_s)
+    out: Windows = {}
+    keys = list(g.groups)
+    qv = g.quantiles(keys, [p / 100 for p in percentiles]) if percentiles and keys else None
+    for i, (k, w) in enumerate(keys):
+        d = g.groups[(k, w)]
+        m = d.moments
+        pcts: dict[float, float | None] = {}
+        if qv is not None:
+            pcts = {p: (float(v) if np.isfinite(v) else None)
+                    for p, v in zip(percentiles, qv[i], strict=True)}
+        out.setdefault((org_id, tuple(k)), {})[int(w)] = WinStat(
+            m.samples, m.count, m.failures, m.total, m.total_sq, m.minimum, m.maximum, pcts)
+    return out
+
+
+async def hourly_distributions(session: AsyncSession, org_id: uuid.UUID, metric: MetricKind,
+                               f: Filters, fleet: Fleet
+                               ) -> dict[SeriesKey, dict[int, Distribution]]:
+    """Hour-by-hour distributions per series (rollup sketches), to merge into baselines."""
+    assert metric.kind is not None
+    g = await load_grouped(session, org_id, metric.kind, f, lambda k: k, fleet, window_s=3600)
+    out: dict[SeriesKey, dict[int, Distribution]] = {}
+    for (k, w), d in g.groups.items():
+        out.setdefault(tuple(k), {})[int(w)] = d
+    return out
+
+
+def merge_distributions(dists: Sequence[Distribution]) -> Distribution:
+    """One distribution of several (sketches merged bin by bin, exact values concatenated)."""
+    m = Moments()
+    for d in dists:
+        m.add(d.moments)
+    if all(d.values is not None for d in dists):
+        vals = np.concatenate([d.values for d in dists if d.values is not None]) if dists \
+            else np.zeros(0)
+        out = Distribution.exact(vals)
+        out.moments = m
+        return out
+    sk = [d.sketch for d in dists if d.sketch is not None]
+    return Distribution.sketched(merge_sketches(sk), m)
+
+
+async def agent_last_heard(session: AsyncSession, orgs: Sequence[uuid.UUID]
+                           ) -> dict[tuple[uuid.UUID, SeriesKey], datetime]:
+    """When each agent last talked to the API: agents.last_seen moves on every batch and
+    config poll (throttled to 15 s), first_seen stands in before either."""
+    rows = (await session.execute(text(
+        "SELECT org_id, id, coalesce(last_seen, first_seen) FROM agents "
+        "WHERE org_id = ANY(:orgs)"), {"orgs": list(orgs)})).all()
+    return {(r[0], (r[1],)): r[2] for r in rows}
+
+
+def silence_windows(heard: dict[tuple[uuid.UUID, SeriesKey], datetime], window_s: int,
+                    starts: Sequence[int]) -> Windows:
+    """Silence at each window's end, from the time each agent was last heard."""
+    out: Windows = {}
+    for key, last in heard.items():
+        t_last = last.timestamp()
+        out[key] = {w: WinStat(samples=1, count=1, total=max(0.0, w + window_s - t_last))
+                    for w in starts}
+    return out
+
+
+async def agent_activity(session: AsyncSession, org_id: uuid.UUID, start: datetime,
+                         end: datetime) -> dict[uuid.UUID, np.ndarray]:
+    """Minutes (epoch s, sorted) in which each agent sent any sample, from minute rollups
+    and, for the newest part not rolled yet, raw samples: the past silences a backtest of
+    agent silence replays."""
+    rows = (await session.execute(text(
+        "SELECT agent, array_agg(DISTINCT m) FROM ("
+        "SELECT src_agent_id AS agent, extract(epoch FROM bucket_start)::bigint AS m "
+        "FROM mesh_rollups WHERE org_id = :o AND bucket_s = 60 AND bucket_start >= :s "
+        "AND bucket_start < :e UNION ALL "
+        "SELECT agent_id, extract(epoch FROM bucket_start)::bigint FROM quorum_rollups "
+        "WHERE org_id = :o AND bucket_s = 60 AND bucket_start >= :s AND bucket_start < :e "
+        "UNION ALL SELECT agent_id, extract(epoch FROM bucket_start)::bigint "
+        "FROM storage_rollups WHERE org_id = :o AND bucket_s = 60 AND bucket_start >= :s "
+        "AND bucket_start < :e UNION ALL "
+        "SELECT DISTINCT src_agent_id, (floor(extract(epoch FROM time) / 60) * 60)::bigint "
+        "FROM mesh_samples WHERE org_id = :o AND time >= greatest(:s, :e - interval '15 min') "
+        "AND time < :e) a GROUP BY agent"), {"o": org_id, "s": start, "e": end})).all()
+    return {r[0]: np.sort(np.asarray(r[1], dtype=np.int64)) for r in rows}
+
+
+def replayed_silence(activity: dict[uuid.UUID, np.ndarray], org_id: uuid.UUID,
+                     agents: Iterable[uuid.UUID], window_s: int, starts: np.ndarray,
+                     first_seen: dict[uuid.UUID, datetime]) -> Windows:
+    """Silence at each window end from minute activity (a minute with samples counts as
+    heard at its end): minute resolution, enough for silences of minutes."""
+    out: Windows = {}
+    for a in agents:
+        mins = activity.get(a, np.zeros(0, np.int64))
+        ends = starts + window_s
+        heard_end = mins + 60
+        idx = np.searchsorted(heard_end, ends, side="right") - 1
+        fs = first_seen.get(a)
+        base = fs.timestamp() if fs else float(starts[0]) if starts.size else 0.0
+        last = np.where(idx >= 0, heard_end[np.maximum(idx, 0)] if mins.size else base, base)
+        last = np.maximum(last, base)
+        sil = np.maximum(ends - last, 0.0)
+        out[(org_id, (a,))] = {int(w): WinStat(samples=1, count=1, total=float(s))
+                               for w, s in zip(starts.tolist(), sil.tolist(), strict=True)
+                               if w + window_s > base}
+    return out
+
+
+def epoch(t: datetime) -> int:
+    return int(t.timestamp())
+
+
+def from_epoch(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
+
+
+def stat_percentiles(statistic: str) -> list[float]:
+    p = parse_percentile(statistic)
+    return [] if p is None else [p]
+
+
+def merged_value(dists: Sequence[Distribution], statistic: str) -> float | None:
+    if not dists:
+        return None
+    d = merge_distributions(dists)
+    ps = stat_percentiles(statistic)
+    return WinStat.of(d, ps).value(statistic)
+

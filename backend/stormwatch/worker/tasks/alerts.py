@@ -1,0 +1,41 @@
+"""Alert evaluation. Safe to run twice or concurrently: each rule's cycle is applied by
+compare-and-set on its eval_version, so only one evaluation acts on a transition."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from stormwatch.core.config import get_settings
+from stormwatch.services.alerts.evaluate import evaluate_cycle
+from stormwatch.worker.app import celery_app
+
+log = logging.getLogger("stormwatch.alerts")
+DISPATCH_TASK = "stormwatch.dispatch_alert_events"
+
+
+async def _cycle() -> dict[str, Any]:
+    # A fresh engine per run: each task runs its own event loop, and pooled asyncpg
+    # connections belong to the loop that opened them.
+    engine = create_async_engine(get_settings().database_url, poolclass=NullPool)
+    try:
+        res = await evaluate_cycle(async_sessionmaker(engine, expire_on_commit=False))
+    finally:
+        await engine.dispose()
+    return res.__dict__
+
+
+@celery_app.task(name="stormwatch.evaluate_alert_rules")
+def evaluate_alert_rules() -> dict[str, Any]:
+    """One evaluation cycle of every enabled rule; starts delivery at once when it wrote
+    events (notifications also poll for them on their own)."""
+    out = asyncio.run(_cycle())
+    if out["events"]:
+        celery_app.send_task(DISPATCH_TASK)
+    if out["errors"]:
+        log.warning("alert rules not evaluated: %s", out["errors"])
+    return out
