@@ -24,6 +24,8 @@ const DecidePlacement = lazy(() => import("./pages/DecidePlacement"));
 const DecideTimeouts = lazy(() => import("./pages/DecideTimeouts"));
 const DecideRankings = lazy(() => import("./pages/DecideRankings"));
 const DecidePricing = lazy(() => import("./pages/DecidePricing"));
+const Alerts = lazy(() => import("./pages/Alerts"));
+const AlertRule = lazy(() => import("./pages/AlertRule"));
 
 function Page({ path }: { path: string }) {
   switch (path) {
@@ -52,6 +54,10 @@ function Page({ path }: { path: string }) {
       return <DecideRankings />;
     case "/decide/pricing":
       return <DecidePricing />;
+    case "/alerts":
+      return <Alerts />;
+    case "/alerts/rule":
+      return <AlertRule />;
     default:
       return (
         <div className="state">
@@ -102,7 +108,7 @@ export function App() {
     );
   }
 
-  const current = path === "/pair" ? "/overview" : path.startsWith("/decide") ? "/decide" : path;
+  const current = path === "/pair" ? "/overview" : path.startsWith("/decide") ? "/decide" : path === "/alerts/rule" ? "/alerts" : path;
   return (
     <div className="shell">
       <a className="skip" href="#main">

@@ -6,6 +6,7 @@ export interface NavItem {
 
 export const NAV: NavItem[] = [
   { path: "/overview", label: "Overview" },
+  { path: "/alerts", label: "Alerts" },
   { path: "/distributions", label: "Distributions" },
   { path: "/storage", label: "Storage" },
   { path: "/decide", label: "Decide" },

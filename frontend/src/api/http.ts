@@ -18,6 +18,8 @@ export class ApiError extends Error {
   constructor(
     public status: number,
     message: string,
+    /** The server's error body, e.g. FastAPI's {detail: [{loc, msg}]} for a 422. */
+    public body?: unknown,
   ) {
     super(message);
     this.name = "ApiError";
@@ -78,7 +80,24 @@ export function errorMessage(status: number, body: unknown): string {
 /** Unwrap an openapi-fetch result: the data, or an ApiError with the server's message. */
 export function unwrap<T>(r: { data?: T; error?: unknown; response: Response }): T {
   if (r.error !== undefined || !r.response.ok) {
-    throw new ApiError(r.response.status, errorMessage(r.response.status, r.error));
+    throw new ApiError(r.response.status, errorMessage(r.response.status, r.error), r.error);
   }
   return r.data as T;
+}
+
+/** Field errors of a 422, keyed by the path after "body" (e.g. "window_s", "scope.regions"). */
+export function fieldErrors(err: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!(err instanceof ApiError) || err.status !== 422) return out;
+  const d = err.body && typeof err.body === "object" && "detail" in err.body ? (err.body as { detail: unknown }).detail : undefined;
+  if (!Array.isArray(d)) return out;
+  for (const e of d) {
+    if (!e || typeof e !== "object") continue;
+    const o = e as { loc?: unknown; msg?: unknown };
+    const loc = Array.isArray(o.loc) ? o.loc.map(String) : [];
+    const path = (loc[0] === "body" || loc[0] === "query" ? loc.slice(1) : loc).join(".");
+    const msg = String(o.msg ?? "invalid");
+    out[path] = out[path] ? `${out[path]}; ${msg}` : msg;
+  }
+  return out;
 }

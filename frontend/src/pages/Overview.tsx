@@ -1,11 +1,15 @@
-import { getHeatmap } from "../api/endpoints";
+import { useQuery } from "@tanstack/react-query";
+import { listAlerts } from "../api/alerts";
+import { getHeatmap, listAgents } from "../api/endpoints";
 import type { HeatStat, Level } from "../api/models";
 import { Heatmap } from "../components/heatmap/Heatmap";
 import { Async, Card } from "../components/common/State";
+import { follow } from "../components/common/Link";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
 import { STAT_HELP, STAT_LABELS } from "../lib/heatmap";
 import { linkTo, navigate, useParams } from "../lib/router";
 import { useAsync } from "../lib/useAsync";
+import { firingCells } from "../lib/alertMarks";
 
 const LEVELS: Level[] = ["region", "zone", "node"];
 const STATS: HeatStat[] = ["p50", "p99", "p99_99", "jitter", "loss"];
@@ -21,12 +25,25 @@ export default function Overview() {
   const range = useRange();
   const state = useAsync((signal) => getHeatmap({ fromMs: range.fromMs, toMs: range.toMs, level, stat }, signal), `${range.key}|${level}|${stat}`, range.refresh);
 
+  // Firing alerts mark their cells; polled so a new alert shows without a reload.
+  const firing = useQuery({ queryKey: ["alerts", "firing"], queryFn: ({ signal }) => listAlerts({ state: "firing" }, signal), refetchInterval: 15_000 });
+  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+  const marks = firing.data && agents.data ? firingCells(firing.data, agents.data, level) : undefined;
+
   return (
     <>
       <div className="page-head">
         <h1>Overview</h1>
         <TimeRangePicker />
       </div>
+      {firing.data && firing.data.length > 0 && (
+        <p className="banner" role="status">
+          {firing.data.length} alert{firing.data.length === 1 ? " is" : "s are"} firing; cells outlined in red carry one.{" "}
+          <a href={linkTo("/alerts")} onClick={follow}>
+            Open the alerts
+          </a>
+        </p>
+      )}
       <Card
         title="Round-trip heatmap"
         note={`${STAT_LABELS[stat]} of RTT by ${level}, ${range.label}`}
@@ -50,7 +67,7 @@ export default function Overview() {
         }
       >
         <Async state={state} isEmpty={(d) => d.cells.length === 0} empty="No mesh samples in this range. Enroll agents on the Fleet page and they will appear here.">
-          {(vm) => <Heatmap vm={vm} onOpen={(src, dst) => navigate(linkTo("/pair", { level, src, dst, srcLabel: vm.labels[src], dstLabel: vm.labels[dst] }))} />}
+          {(vm) => <Heatmap vm={vm} firing={marks} onOpen={(src, dst) => navigate(linkTo("/pair", { level, src, dst, srcLabel: vm.labels[src], dstLabel: vm.labels[dst] }))} />}
         </Async>
       </Card>
     </>

@@ -1,3 +1,8 @@
+import { useQuery } from "@tanstack/react-query";
+import { listAlerts } from "../api/alerts";
+import { listAgents } from "../api/endpoints";
+import { SeverityBadge } from "../components/alerts/AlertList";
+import { alertsOnPair } from "../lib/alertMarks";
 import { getPairDistribution, getPairLevelShifts, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
 import type { SummaryVM } from "../api/models";
 import { follow } from "../components/common/Link";
@@ -93,6 +98,10 @@ export default function Pair() {
   const csv = useAsync(() => (on ? pairCsvUrl(q, windowS) : Promise.resolve("")), `${key}|${windowS}`);
   const quorum = useAsync((s) => (on && level === "node" ? getQuorum(q, s) : Promise.resolve([])), key, range.refresh);
 
+  const firing = useQuery({ queryKey: ["alerts", "firing"], queryFn: ({ signal }) => listAlerts({ state: "firing" }, signal), refetchInterval: 15_000, enabled: on });
+  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000, enabled: on });
+  const here = firing.data && agents.data ? alertsOnPair(firing.data, agents.data, level, src ?? "", dst ?? "") : [];
+
   if (!on) {
     return (
       <Empty>
@@ -113,6 +122,24 @@ export default function Pair() {
         </h1>
         <TimeRangePicker />
       </div>
+      {here.length > 0 && (
+        <div className="banner" role="alert" aria-label="Firing alerts on this pair">
+          <strong>
+            {here.length} alert{here.length === 1 ? "" : "s"} firing on this pair
+          </strong>
+          <ul>
+            {here.map((a) => (
+              <li key={a.id}>
+                <SeverityBadge severity={a.severity} />{" "}
+                <a href={linkTo("/alerts", { alert: a.id })} onClick={follow}>
+                  {a.ruleName}
+                </a>{" "}
+                <span className="muted">since {new Date(a.startedMs).toISOString().slice(11, 19)}Z</span>
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
       <div className="toolbar" style={{ marginBottom: 12 }}>
         <a href={linkTo("/overview", { level })} onClick={follow}>
           ← Overview

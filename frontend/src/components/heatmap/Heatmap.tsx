@@ -5,7 +5,7 @@ import { formatCount } from "../../lib/format";
 import { STAT_HELP, STAT_LABELS, buildGrid, cellPosition, formatStat } from "../../lib/heatmap";
 
 /** src × dst grid (rows send, columns answer); every cell is a button that opens the pair. */
-export function Heatmap({ vm, onOpen }: { vm: HeatmapVM; onOpen: (src: string, dst: string) => void }) {
+export function Heatmap({ vm, onOpen, firing }: { vm: HeatmapVM; onOpen: (src: string, dst: string) => void; firing?: Map<string, { ruleName: string }[]> }) {
   const g = buildGrid(vm);
   const [hover, setHover] = useState<string>("");
   const label = (k: string) => vm.labels[k] ?? k;
@@ -43,13 +43,15 @@ export function Heatmap({ vm, onOpen }: { vm: HeatmapVM; onOpen: (src: string, d
                     );
                   }
                   const text = formatStat(vm.stat, cell.value);
-                  const desc = `${label(r)} → ${label(c)}: ${statName} ${text}, ${formatCount(cell.count)} samples`;
+                  const alerts = firing?.get(`${r}|${c}`) ?? [];
+                  const desc = `${label(r)} → ${label(c)}: ${statName} ${text}, ${formatCount(cell.count)} samples${alerts.length ? `; firing: ${alerts.map((a) => a.ruleName).join(", ")}` : ""}`;
                   return (
                     <td key={c}>
                       <button
                         type="button"
                         aria-label={desc}
                         title={desc}
+                        className={alerts.length ? "alerting" : undefined}
                         style={{ background: rampColor(pos), color: rampTextColor(pos) }}
                         onMouseEnter={() => setHover(desc)}
                         onFocus={() => setHover(desc)}
