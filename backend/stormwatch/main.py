@@ -22,9 +22,12 @@ from stormwatch.api.routes import (
     agents,
     analytics,
     auth,
+    channels,
     health,
     ingest,
+    maintenance,
     settings,
+    silences,
     storage_targets,
 )
 from stormwatch.core.config import get_settings
@@ -44,6 +47,9 @@ ROUTERS = [
     storage_targets.router,
     analytics.router,
     advisors.router,
+    channels.router,
+    silences.router,
+    maintenance.router,
 ]
 
 

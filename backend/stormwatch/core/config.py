@@ -34,6 +34,16 @@ class Settings(BaseSettings):
     ingest_max_rtt_us: int = 600_000_000
 
     db_unavailable_retry_after_s: int = 5
+
+    # Where people open the UI; links in notifications are this plus the alert's view path.
+    public_base_url: str = "http://127.0.0.1:8000"
+    # Outbox retries of transient failures: base * 2^(attempt-1), capped, at most N attempts.
+    notify_max_attempts: int = Field(default=6, ge=1, le=50)
+    notify_retry_base_s: float = Field(default=10.0, gt=0)
+    notify_retry_max_s: float = Field(default=600.0, gt=0)
+    # A claimed delivery not marked within this is taken as lost with its worker and resumed.
+    notify_lease_s: float = Field(default=120.0, gt=0)
+
     frontend_dist: Path = REPO_ROOT / "frontend" / "dist"
 
     @property

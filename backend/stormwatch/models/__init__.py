@@ -4,6 +4,15 @@ from stormwatch.models.advisors import AdvisorResult, PricingOverride
 from stormwatch.models.agent import TOPOLOGY_CLASSES, Agent, AgentPair, EnrollmentToken
 from stormwatch.models.alerts import Alert, AlertEvent, AlertRule, AlertSeriesState
 from stormwatch.models.base import Base
+from stormwatch.models.notifications import (
+    AlertEventDispatch,
+    AlertNotifyState,
+    MaintenanceWindow,
+    Notification,
+    NotificationChannel,
+    NotificationDelivery,
+    Silence,
+)
 from stormwatch.models.org import ApiKey, Org, User, UserSession
 from stormwatch.models.samples import (
     RAW_TABLES,
@@ -23,14 +32,21 @@ __all__ = [
     "AgentPair",
     "Alert",
     "AlertEvent",
+    "AlertEventDispatch",
+    "AlertNotifyState",
     "AlertRule",
     "AlertSeriesState",
     "ApiKey",
     "Base",
     "EnrollmentToken",
     "IngestBatch",
+    "MaintenanceWindow",
+    "Notification",
+    "NotificationChannel",
+    "NotificationDelivery",
     "Org",
     "PricingOverride",
+    "Silence",
     "StorageTarget",
     "StorageTargetAgent",
     "User",

@@ -13,6 +13,7 @@ celery_app = Celery("stormwatch", broker=settings.redis_url, backend=settings.re
                     include=["stormwatch.worker.tasks.advisors",
                              "stormwatch.worker.tasks.alerts",
                              "stormwatch.worker.tasks.maintenance",
+                             "stormwatch.worker.tasks.notifications",
                              "stormwatch.worker.tasks.rollups"])
 celery_app.conf.update(
     timezone="UTC",

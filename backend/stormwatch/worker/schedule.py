@@ -64,6 +64,18 @@ BEAT_SCHEDULE.update({
     },
 })
 
+# --- alert notifications (services/notify/, worker/tasks/notifications.py) ---------------
+BEAT_SCHEDULE.update({
+    # Evaluation enqueues dispatch at once after writing events; this is the backstop for a
+    # lost enqueue, for retries past their backoff and for reminders, whose granularity it
+    # sets: 15 s keeps a missed event under the 60 s spike-to-message target.
+    "dispatch-alert-events": {
+        "task": "stormwatch.dispatch_alert_events",
+        "schedule": timedelta(seconds=15),
+        "options": {"expires": 15},
+    },
+})
+
 # --- alerts (services/alerts/, worker/tasks/alerts.py) -----------------------------------
 BEAT_SCHEDULE.update({
     # A 30 s window is evaluated 5 s after it closes; a 10 s cadence adds at most 10 s, so a

@@ -1,0 +1,167 @@
+"""Notification channels under /channels, their test send, and the delivery log
+(/channels/{id}/deliveries, /deliveries). Secrets are write-only."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, NoReturn
+
+from fastapi import APIRouter, HTTPException, Query, Response, status
+from sqlalchemy import text
+
+from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
+from stormwatch.notifications.base import PermanentError, TransientError
+from stormwatch.schemas.notifications import (
+    ChannelCreate,
+    ChannelCreated,
+    ChannelPublic,
+    ChannelTestResult,
+    ChannelUpdate,
+    DeliveryPublic,
+)
+from stormwatch.services.notify import channels as svc
+
+router = APIRouter(tags=["notifications"])
+
+
+def _raise(exc: Exception) -> NoReturn:
+    if isinstance(exc, svc.ChannelNotFound):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such channel") from exc
+    if isinstance(exc, svc.ChannelConflict):
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
+    if isinstance(exc, svc.Invalid):
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, exc.errors) from exc
+    raise exc
+
+
+_ERRORS = (svc.ChannelNotFound, svc.ChannelConflict, svc.Invalid)
+
+
+@router.get("/channels", response_model=list[ChannelPublic])
+async def list_channels(principal: OrgPrincipalDep, session: SessionDep) -> list[ChannelPublic]:
+    return await svc.list_channels(session, principal.org_id)
+
+
+@router.post("/channels", response_model=ChannelCreated, status_code=status.HTTP_201_CREATED)
+async def create_channel(body: ChannelCreate, principal: AdminDep,
+                         session: SessionDep) -> ChannelCreated:
+    """Creates an email, Slack or webhook channel. A webhook channel's `signing_secret`
+    (whsec_..., Standard Webhooks) is in this response only."""
+    try:
+        out = await svc.create_channel(session, principal.org_id, body, principal.user_id)
+    except _ERRORS as exc:
+        await session.rollback()
+        _raise(exc)
+    await session.commit()
+    return out
+
+
+@router.get("/channels/{channel_id}", response_model=ChannelPublic)
+async def get_channel(channel_id: uuid.UUID, principal: OrgPrincipalDep,
+                      session: SessionDep) -> ChannelPublic:
+    try:
+        return svc.public(await svc.get_row(session, principal.org_id, channel_id))
+    except _ERRORS as exc:
+        _raise(exc)
+
+
+@router.patch("/channels/{channel_id}", response_model=ChannelCreated)
+async def update_channel(channel_id: uuid.UUID, body: ChannelUpdate, principal: AdminDep,
+                         session: SessionDep) -> ChannelCreated:
+    try:
+        out = await svc.update_channel(session, principal.org_id, channel_id, body)
+    except _ERRORS as exc:
+        await session.rollback()
+        _raise(exc)
+    await session.commit()
+    return out
+
+
+@router.delete("/channels/{channel_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_channel(channel_id: uuid.UUID, principal: AdminDep,
+                         session: SessionDep) -> Response:
+    try:
+        await svc.delete_channel(session, principal.org_id, channel_id)
+    except _ERRORS as exc:
+        _raise(exc)
+    await session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/channels/{channel_id}/test", response_model=ChannelTestResult)
+async def test_channel(channel_id: uuid.UUID, principal: AdminDep,
+                       session: SessionDep) -> ChannelTestResult:
+    """Sends a test message now and answers the server's own reply or error verbatim."""
+    try:
+        row = await svc.get_row(session, principal.org_id, channel_id)
+    except _ERRORS as exc:
+        _raise(exc)
+    channel = svc.build_channel(row.kind, row.config, row.secret_ciphertext)
+    message = svc.test_message(principal.org_id, row.name)
+    try:
+        reply = await channel.send(message, f"msg_test_{uuid.uuid4().hex}")
+    except PermanentError as exc:
+        return ChannelTestResult(ok=False, permanent=True, detail=exc.detail)
+    except TransientError as exc:
+        return ChannelTestResult(ok=False, permanent=False, detail=exc.detail)
+    return ChannelTestResult(ok=True, detail=reply)
+
+
+_DELIVERY_SQL = (
+    "SELECT d.id, d.notification_id, n.kind AS notification_kind, d.channel_id, "
+    "c.name AS channel_name, c.kind AS channel_kind, n.rule_id, r.name AS rule_name, "
+    "n.alert_ids, d.state, d.attempts, d.next_attempt_at, d.last_error, d.response, "
+    "d.sent_at, d.created_at FROM notification_deliveries d "
+    "JOIN notifications n ON n.id = d.notification_id "
+    "JOIN notification_channels c ON c.id = d.channel_id "
+    "JOIN alert_rules r ON r.id = n.rule_id WHERE d.org_id = :org ")
+
+
+async def _deliveries(session: SessionDep, org_id: uuid.UUID, where: str,
+                      params: dict[str, Any], limit: int) -> list[DeliveryPublic]:
+    rows = (await session.execute(text(
+        _DELIVERY_SQL + where + " ORDER BY d.created_at DESC, d.id LIMIT :limit"),
+        {"org": org_id, "limit": limit, **params})).mappings().all()
+    return [DeliveryPublic(**r) for r in rows]
+
+
+Limit = Annotated[int, Query(ge=1, le=1000)]
+
+
+@router.get("/channels/{channel_id}/deliveries", response_model=list[DeliveryPublic])
+async def list_channel_deliveries(channel_id: uuid.UUID, principal: OrgPrincipalDep,
+                                  session: SessionDep, limit: Limit = 100
+                                  ) -> list[DeliveryPublic]:
+    """The channel's delivery log, newest first: state, attempts, the server's reply or
+    the last error."""
+    try:
+        await svc.get_row(session, principal.org_id, channel_id)
+    except _ERRORS as exc:
+        _raise(exc)
+    return await _deliveries(session, principal.org_id, "AND d.channel_id = :ch",
+                             {"ch": channel_id}, limit)
+
+
+@router.get("/deliveries", response_model=list[DeliveryPublic])
+async def list_deliveries(principal: OrgPrincipalDep, session: SessionDep,
+                          alert_id: uuid.UUID | None = None, rule_id: uuid.UUID | None = None,
+                          state: str | None = Query(
+                              default=None, pattern="^(pending|sending|sent|failed)$"),
+                          since: datetime | None = None, limit: Limit = 100
+                          ) -> list[DeliveryPublic]:
+    """Deliveries of the org, newest first, by alert, rule or state."""
+    where, params = "", dict[str, Any]()
+    if alert_id is not None:
+        where += "AND :alert = ANY(n.alert_ids) "
+        params["alert"] = alert_id
+    if rule_id is not None:
+        where += "AND n.rule_id = :rule "
+        params["rule"] = rule_id
+    if state is not None:
+        where += "AND d.state = :state "
+        params["state"] = state
+    if since is not None:
+        where += "AND d.created_at >= :since "
+        params["since"] = since
+    return await _deliveries(session, principal.org_id, where, params, limit)

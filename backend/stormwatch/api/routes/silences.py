@@ -1,0 +1,60 @@
+"""Silences under /silences: mute matching rules' notifications until an end time."""
+
+from __future__ import annotations
+
+import uuid
+
+from fastapi import APIRouter, HTTPException, status
+from sqlalchemy import select
+
+from stormwatch.api.deps import AdminDep, OrgPrincipalDep, Principal, SessionDep
+from stormwatch.models import User
+from stormwatch.schemas.notifications import SilenceCreate, SilencePublic
+from stormwatch.services.notify import windows as svc
+from stormwatch.services.notify.channels import Invalid
+
+router = APIRouter(prefix="/silences", tags=["notifications"])
+
+
+async def who(session: SessionDep, principal: Principal) -> str:
+    """Who made a silence or window: the user's email, or which API key."""
+    if principal.user_id is not None and principal.kind == "user":
+        email = await session.scalar(select(User.email).where(User.id == principal.user_id))
+        if email:
+            return str(email)
+    if principal.api_key_id is not None:
+        return f"api key {principal.api_key_id}"
+    return principal.kind
+
+
+@router.get("", response_model=list[SilencePublic])
+async def list_silences(principal: OrgPrincipalDep, session: SessionDep,
+                        include_expired: bool = False) -> list[SilencePublic]:
+    return await svc.list_silences(session, principal.org_id, include_expired)
+
+
+@router.post("", response_model=SilencePublic, status_code=status.HTTP_201_CREATED)
+async def create_silence(body: SilenceCreate, principal: AdminDep,
+                         session: SessionDep) -> SilencePublic:
+    """Mutes notifications of the rules matched by rule_ids and/or label matchers (rules
+    carry their labels plus alertname, severity and rule_id) from starts_at to ends_at."""
+    try:
+        out = await svc.create_silence(session, principal.org_id, body,
+                                       await who(session, principal))
+    except Invalid as exc:
+        await session.rollback()
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, exc.errors) from exc
+    await session.commit()
+    return out
+
+
+@router.delete("/{silence_id}", response_model=SilencePublic)
+async def expire_silence(silence_id: uuid.UUID, principal: AdminDep,
+                         session: SessionDep) -> SilencePublic:
+    """Expires the silence now (it stays in the history)."""
+    try:
+        out = await svc.expire_silence(session, principal.org_id, silence_id)
+    except svc.NotFound as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such silence") from exc
+    await session.commit()
+    return out

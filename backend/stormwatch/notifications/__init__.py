@@ -1,0 +1,1 @@
+"""Delivery channels: one module per kind behind the small interface of `base`."""

@@ -1,0 +1,78 @@
+"""The one interface every channel implements, and the message they all render.
+
+A channel's `send` either returns the server's acknowledgement or raises `PermanentError`
+(retrying cannot help: bad address, revoked URL, rejected credentials) or `TransientError`
+(it may work later: network, timeouts, 429, 5xx). The outbox retries only the latter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal, Protocol
+
+MessageKind = Literal["firing", "resolved", "reminder", "test"]
+
+
+class DeliveryError(Exception):
+    """A send that did not go through; `detail` is the server's own words where it spoke."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class PermanentError(DeliveryError):
+    """Retrying the same message on the same channel cannot succeed."""
+
+
+class TransientError(DeliveryError):
+    """The same message may go through later."""
+
+
+@dataclass(frozen=True)
+class AlertItem:
+    """One alert of a grouped message: which series, what value against what limit."""
+
+    alert_id: str
+    series: str
+    state: Literal["firing", "resolved"]
+    started_at: datetime
+    resolved_at: datetime | None = None
+    value: float | None = None
+    threshold: float | None = None
+    baseline: float | None = None
+    unit: str = ""
+    link: str | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    """Everything a channel needs to tell one notification; channels only format it."""
+
+    kind: MessageKind
+    org_id: str
+    rule_id: str | None
+    rule_name: str
+    severity: str
+    description: str
+    condition: str
+    alerts: tuple[AlertItem, ...]
+    link: str | None
+    created_at: datetime
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        n = len(self.alerts)
+        what = {"firing": "FIRING", "resolved": "RESOLVED", "reminder": "STILL FIRING",
+                "test": "TEST"}[self.kind]
+        count = f" ({n} series)" if n > 1 else ""
+        return f"[{what}] {self.severity}: {self.rule_name}{count}"
+
+
+class Channel(Protocol):
+    """A configured destination. `idempotency_key` is stable across every retry of one
+    delivery, so receivers that can deduplicate do."""
+
+    async def send(self, message: Message, idempotency_key: str) -> str: ...

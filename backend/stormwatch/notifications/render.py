@@ -1,0 +1,65 @@
+"""Plain text and HTML renderings of a message, shared by the channels."""
+
+from __future__ import annotations
+
+import html
+
+from stormwatch.notifications.base import AlertItem, Message
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6g}"
+    return f"{text} {unit}".strip()
+
+
+def versus(item: AlertItem) -> str:
+    """"value 912 ms vs threshold 50 ms" (or vs baseline), what the reader checks first."""
+    parts = [f"value {fmt_value(item.value, item.unit)}"]
+    if item.threshold is not None:
+        parts.append(f"threshold {fmt_value(item.threshold, item.unit)}")
+    if item.baseline is not None:
+        parts.append(f"baseline {fmt_value(item.baseline, item.unit)}")
+    return " vs ".join(parts)
+
+
+def when(item: AlertItem) -> str:
+    start = item.started_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    if item.resolved_at is None:
+        return f"since {start}"
+    return f"{start} to {item.resolved_at.strftime('%Y-%m-%d %H:%M:%S UTC')}"
+
+
+def plain_text(message: Message) -> str:
+    lines = [message.title, ""]
+    if message.description:
+        lines += [message.description, ""]
+    if message.condition:
+        lines.append(f"Condition: {message.condition}")
+    for item in message.alerts:
+        lines.append(f"- {item.series}: {versus(item)}, {when(item)}")
+        if item.link:
+            lines.append(f"  {item.link}")
+    if message.link:
+        lines += ["", f"Open in Stormwatch: {message.link}"]
+    return "\n".join(lines) + "\n"
+
+
+def html_body(message: Message) -> str:
+    e = html.escape
+
+    def view(item: AlertItem) -> str:
+        return f'<a href="{e(item.link)}">view</a>' if item.link else ""
+
+    rows = "".join(
+        f"<tr><td>{e(i.series)}</td><td>{e(versus(i))}</td><td>{e(when(i))}</td>"
+        f"<td>{view(i)}</td></tr>" for i in message.alerts)
+    desc = f"<p>{e(message.description)}</p>" if message.description else ""
+    cond = f"<p>Condition: {e(message.condition)}</p>" if message.condition else ""
+    link = (f'<p><a href="{e(message.link)}">Open in Stormwatch</a></p>'
+            if message.link else "")
+    return (f"<html><body><h2>{e(message.title)}</h2>{desc}{cond}"
+            "<table border=\"1\" cellpadding=\"4\" cellspacing=\"0\">"
+            "<tr><th>Series</th><th>Value</th><th>When</th><th></th></tr>"
+            f"{rows}</table>{link}</body></html>")

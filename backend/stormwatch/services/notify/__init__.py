@@ -1,0 +1,1 @@
+"""Alert notification delivery: channels, silences, maintenance windows, dispatch, outbox."""
