@@ -1,0 +1,294 @@
+"""Delivery from alert events: grouping per rule, firing then resolved, silences,
+maintenance windows, reminders, retries with backoff, permanent failures, and a worker
+killed mid-send. Events are written as evaluation writes them; channels are real local
+servers; the outbox runs on the test database."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, text
+
+from stormwatch.core.config import Settings
+from stormwatch.core.db import get_sync_engine
+from stormwatch.services.notify import dispatch
+from tests.conftest import REPO, Services
+from tests.notifications.conftest import (
+    Org,
+    add_rule,
+    deliveries,
+    fire,
+    outcomes,
+    resolve,
+)
+from tests.notifications.servers import HttpReceiver, wait_until
+
+
+def run_dispatch() -> dict[str, int]:
+    engine = get_sync_engine()
+    with engine.begin() as conn:
+        made = dispatch.plan(conn)
+    return {"made": made, **dispatch.deliver_due(engine, budget_s=30)}
+
+
+def payloads(hook: HttpReceiver) -> list[dict[str, Any]]:
+    return list(hook.accepted.values())
+
+
+def test_alerts_of_one_rule_pending_together_go_out_as_one_message_then_one_resolved(
+        settings: Settings, org: Org, db: Engine) -> None:
+    with HttpReceiver() as plain, HttpReceiver() as signed_hook:
+        ch, secret = org.webhook(signed_hook.url)
+        signed_hook.secret = secret
+        other, _ = org.webhook(plain.url, "second")
+        rule = add_rule(db, org.id, [ch, other])
+        a1 = fire(db, org.id, rule, "eu-1 -> us-1", 912.0)
+        a2 = fire(db, org.id, rule, "eu-2 -> us-1", 640.0)
+        assert run_dispatch()["sent"] == 2  # one message per channel
+        assert run_dispatch() == {"made": 0}  # a re-run finds nothing to do
+        [msg] = payloads(signed_hook)
+        assert msg["type"] == "alert.firing"
+        assert {a["series"] for a in msg["data"]["alerts"]} == {"eu-1 -> us-1", "eu-2 -> us-1"}
+        assert {a["value"] for a in msg["data"]["alerts"]} == {912.0, 640.0}
+        link = msg["data"]["alerts"][0]["link"]
+        assert link.startswith("https://sw.example/pair?src=")
+        assert len(plain.requests) == 1
+
+        resolve(db, a1)
+        resolve(db, a2)
+        assert run_dispatch()["sent"] == 2
+        firing, resolved = payloads(signed_hook)
+        assert resolved["type"] == "alert.resolved"
+        assert {a["state"] for a in resolved["data"]["alerts"]} == {"resolved"}
+        assert all(a["resolved_at"] for a in resolved["data"]["alerts"])
+    assert signed_hook.bad_signatures == 0 and signed_hook.duplicates == 0
+    assert outcomes(db, rule) == ["notified"] * 4
+    assert [d["nkind"] for d in deliveries(db, rule)] == ["firing"] * 2 + ["resolved"] * 2
+
+
+def test_a_transient_failure_is_retried_with_backoff_and_sent_once(
+        settings: Settings, org: Org, db: Engine) -> None:
+    with HttpReceiver() as hook:
+        ch, hook.secret = org.webhook(hook.url)
+        hook.script = [(503, "upstream busy")]
+        rule = add_rule(db, org.id, [ch])
+        fire(db, org.id, rule, "a -> b")
+        assert run_dispatch().get("retry") == 1
+        [d] = deliveries(db, rule)
+        assert (d["state"], d["attempts"], d["last_error"]) == ("pending", 1,
+                                                               "HTTP 503: upstream busy")
+        assert d["next_attempt_at"] > datetime.now(UTC) - timedelta(seconds=1)
+        wait_until("the backoff to pass", 10,
+                   lambda: dispatch.deliver_due(get_sync_engine()).get("sent") == 1)
+        [d] = deliveries(db, rule)
+        assert (d["state"], d["attempts"]) == ("sent", 2)
+        assert d["response"] == "HTTP 200: ok"
+    assert len(hook.accepted) == 1 and hook.duplicates == 0
+
+
+def test_a_permanent_failure_stops_at_once_and_is_logged(
+        settings: Settings, org: Org, db: Engine, caplog: pytest.LogCaptureFixture) -> None:
+    with HttpReceiver() as hook:
+        ch, _ = org.webhook(hook.url)
+        hook.default = (410, "hook deleted")
+        rule = add_rule(db, org.id, [ch])
+        fire(db, org.id, rule, "a -> b")
+        assert run_dispatch().get("failed") == 1
+        for _ in range(3):
+            assert run_dispatch() == {"made": 0}
+    [d] = deliveries(db, rule)
+    assert (d["state"], d["attempts"], d["last_error"]) == ("failed", 1, "HTTP 410: hook deleted")
+    assert len(hook.requests) == 1
+    assert "failed permanently: HTTP 410: hook deleted" in caplog.text
+
+
+def test_transient_failures_give_up_after_the_bounded_attempts(
+        settings: Settings, org: Org, db: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings, "notify_max_attempts", 3)
+    monkeypatch.setattr(settings, "notify_retry_base_s", 0.05)
+    with HttpReceiver() as hook:
+        ch, _ = org.webhook(hook.url)
+        hook.default = (500, "always down")
+        rule = add_rule(db, org.id, [ch])
+        fire(db, org.id, rule, "a -> b")
+        run_dispatch()
+        wait_until("the delivery to give up", 15, lambda: (
+            dispatch.deliver_due(get_sync_engine()) is not None
+            and deliveries(db, rule)[0]["state"] == "failed"))
+    [d] = deliveries(db, rule)
+    assert d["attempts"] == 3 and len(hook.requests) == 3
+
+
+def test_a_silence_on_the_rule_or_its_labels_mutes_it_until_it_ends(
+        settings: Settings, org: Org, db: Engine) -> None:
+    with HttpReceiver() as hook:
+        ch, _ = org.webhook(hook.url)
+        muted = add_rule(db, org.id, [ch], labels={"team": "net"})
+        by_id = add_rule(db, org.id, [ch], name="by id")
+        loud = add_rule(db, org.id, [ch], name="other", labels={"team": "storage"})
+        ends = datetime.now(UTC) + timedelta(hours=1)
+        s1 = org.post("/silences", {"matchers": [{"label": "team", "value": "net"}],
+                                    "ends_at": ends.isoformat(), "comment": "link work"})
+        org.post("/silences", {"rule_ids": [str(by_id)], "ends_at": ends.isoformat(),
+                               "comment": "known"})
+        assert s1["state"] == "active" and s1["created_by"].startswith("api key ")
+        fire(db, org.id, muted, "a -> b")
+        fire(db, org.id, by_id, "c -> d")
+        fire(db, org.id, loud, "e -> f")
+        run_dispatch()
+        assert [p["data"]["rule"] for p in [__import__("json").loads(r.body)
+                                            for r in hook.requests]] == ["other"]
+        assert outcomes(db, muted) == ["silenced"] and outcomes(db, by_id) == ["silenced"]
+
+        # Expired while the alert still fires: its firing message goes out then.
+        r = org.api.delete(f"/api/v1/silences/{s1['id']}", headers=org.headers)
+        assert r.status_code == 200 and r.json()["state"] == "expired"
+        run_dispatch()
+    assert len(hook.requests) == 2
+    assert outcomes(db, muted) == ["notified"] and outcomes(db, by_id) == ["silenced"]
+
+
+def test_maintenance_windows_mute_one_off_and_recurring(
+        settings: Settings, org: Org, db: Engine) -> None:
+    now = datetime.now(UTC)
+    with HttpReceiver() as hook:
+        ch, _ = org.webhook(hook.url)
+        one_off = add_rule(db, org.id, [ch], name="one-off")
+        weekly = add_rule(db, org.id, [ch], name="weekly", labels={"env": "prod"})
+        outside = add_rule(db, org.id, [ch], name="outside")
+        org.post("/maintenance-windows", {
+            "name": "upgrade", "starts_at": (now - timedelta(minutes=5)).isoformat(),
+            "ends_at": (now + timedelta(minutes=30)).isoformat(),
+            "rule_ids": [str(one_off)]})
+        # Recurring every day from a week ago at this local time in Tokyo, for 10 minutes.
+        start_local = (now - timedelta(days=7, minutes=2)).astimezone(
+            __import__("zoneinfo").ZoneInfo("Asia/Tokyo")).replace(tzinfo=None)
+        w = org.post("/maintenance-windows", {
+            "name": "nightly", "timezone": "Asia/Tokyo", "starts_at": start_local.isoformat(),
+            "duration_s": 600, "rrule": "FREQ=DAILY",
+            "matchers": [{"label": "env", "op": "=~", "value": "pr.*"}]})
+        assert w["active_now"] is True and w["next_start"] is not None
+        org.post("/maintenance-windows", {
+            "name": "later", "starts_at": (now + timedelta(hours=2)).isoformat(),
+            "duration_s": 3600, "rule_ids": [str(outside)]})
+        for rule in (one_off, weekly, outside):
+            fire(db, org.id, rule, "a -> b")
+        run_dispatch()
+    assert outcomes(db, one_off) == ["maintenance"]
+    assert outcomes(db, weekly) == ["maintenance"]
+    assert outcomes(db, outside) == ["notified"]
+    assert len(hook.requests) == 1
+
+
+def test_reminders_repeat_while_firing_and_stop_when_resolved(
+        settings: Settings, org: Org, db: Engine) -> None:
+    with HttpReceiver() as hook:
+        ch, _ = org.webhook(hook.url)
+        rule = add_rule(db, org.id, [ch], reminder_interval_s=60)
+        alert = fire(db, org.id, rule, "a -> b")
+        run_dispatch()
+        assert run_dispatch() == {"made": 0}  # not due yet
+        # An hour passes: the next pass is due one reminder, not one per missed interval.
+        with db.begin() as c:
+            c.execute(text("UPDATE alert_notify_state SET last_notified_at = now() - "
+                           "interval '1 hour' WHERE alert_id = :a"), {"a": alert})
+        assert run_dispatch()["sent"] == 1
+        assert run_dispatch() == {"made": 0}
+        resolve(db, alert)
+        with db.begin() as c:
+            c.execute(text("UPDATE alert_notify_state SET last_notified_at = now() - "
+                           "interval '1 hour' WHERE alert_id = :a"), {"a": alert})
+        run_dispatch()
+    kinds = [d["nkind"] for d in deliveries(db, rule)]
+    assert kinds == ["firing", "reminder", "resolved"]
+    bodies = [__import__("json").loads(r.body) for r in hook.requests]
+    assert [b["type"] for b in bodies] == ["alert.firing", "alert.reminder", "alert.resolved"]
+
+
+def test_a_resolved_alert_whose_firing_was_never_told_sends_nothing(
+        settings: Settings, org: Org, db: Engine) -> None:
+    rule = add_rule(db, org.id, [])  # no channels
+    alert = fire(db, org.id, rule, "a -> b")
+    run_dispatch()
+    resolve(db, alert)
+    run_dispatch()
+    assert outcomes(db, rule) == ["no_channels", "not_notified"]
+    assert deliveries(db, rule) == []
+
+
+def test_a_worker_killed_mid_send_resends_once_with_the_same_webhook_id(
+        settings: Settings, services: Services, org: Org, db: Engine) -> None:
+    """The receiver takes the request and holds it; the worker is SIGKILLed before it can
+    mark the row sent. After the lease expires a new worker resends the same webhook-id, the
+    receiver sees it is a duplicate: one message processed, the row ends 'sent'."""
+    with HttpReceiver() as hook:
+        ch, hook.secret = org.webhook(hook.url)
+        rule = add_rule(db, org.id, [ch])
+        fire(db, org.id, rule, "a -> b")
+        with get_sync_engine().begin() as conn:
+            assert dispatch.plan(conn) == 1
+        hook.hold.clear()
+        env = {**os.environ, "DATABASE_URL": services.database_url, "NOTIFY_LEASE_S": "2",
+               "PYTHONPATH": str(REPO / "backend")}
+        worker = subprocess.Popen(
+            [sys.executable, "-c", "from stormwatch.core.db import get_sync_engine;"
+             "from stormwatch.services.notify import dispatch;"
+             "dispatch.deliver_due(get_sync_engine())"], env=env, cwd=REPO,
+            start_new_session=True)
+        try:
+            assert hook.arrived.wait(60), "the worker never sent"
+            os.kill(worker.pid, signal.SIGKILL)
+            worker.wait(10)
+        finally:
+            if worker.poll() is None:
+                os.kill(worker.pid, signal.SIGKILL)
+        [d] = deliveries(db, rule)
+        assert (d["state"], d["attempts"]) == ("sending", 1)
+        hook.hold.set()  # the receiver processes the request its sender no longer awaits
+        wait_until("the receiver to process the first request", 10,
+                   lambda: len(hook.accepted) == 1)
+        monkey_lease = d["lease_expires_at"]
+        wait_until("the lease to expire", 10,
+                   lambda: datetime.now(UTC) > monkey_lease + timedelta(milliseconds=200))
+        assert dispatch.deliver_due(get_sync_engine()) == {"sent": 1}
+        assert dispatch.deliver_due(get_sync_engine()) == {}
+    [d] = deliveries(db, rule)
+    assert (d["state"], d["attempts"]) == ("sent", 2)
+    ids = {r.headers.get("webhook-id") or r.headers.get("Webhook-Id") for r in hook.requests}
+    assert len(hook.requests) == 2 and len(ids) == 1
+    assert len(hook.accepted) == 1 and hook.duplicates == 1
+
+
+def test_two_dispatchers_at_once_make_each_notification_once(
+        settings: Settings, org: Org, db: Engine) -> None:
+    import threading
+
+    with HttpReceiver() as hook:
+        ch, hook.secret = org.webhook(hook.url)
+        rules = [add_rule(db, org.id, [ch], name=f"r{i}") for i in range(6)]
+        for r in rules:
+            fire(db, org.id, r, "a -> b")
+        barrier = threading.Barrier(2)
+        results: list[dict[str, int]] = []
+
+        def go() -> None:
+            barrier.wait()
+            results.append(run_dispatch())
+
+        threads = [threading.Thread(target=go) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert sum(r["made"] for r in results) == 6
+    assert sum(r.get("sent", 0) for r in results) == 6
+    assert len(hook.requests) == 6 and hook.duplicates == 0
+    _ = uuid, time
