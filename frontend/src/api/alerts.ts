@@ -48,7 +48,7 @@ export interface RuleDraft {
   enabled: boolean;
   metric: string;
   statistic: string;
-  scope: Record<string, string[]>;
+  scope: Record<string, (string | number)[]>;
   window_s: number;
   condition: Condition;
   x: number;
@@ -91,7 +91,10 @@ export interface BacktestVM {
   fromMs: number;
   toMs: number;
   firings: Firing[];
+  /** the drawn series (the server picks the most telling ones when many match) */
   series: BacktestSeries[];
+  seriesTotal: number;
+  notes: string[];
 }
 
 export interface AgentRef {
@@ -259,6 +262,8 @@ export function toEvidence(v: unknown): Evidence {
   };
 }
 
+
+
 const UNITS: Unit[] = ["us", "ratio", "s", "bytes/s", "count"];
 export const asUnit = (v: unknown): Unit => (UNITS.includes(v as Unit) ? (v as Unit) : "us");
 /** A statistic's unit: rates are ratios whatever the metric's latency unit. */
@@ -273,6 +278,7 @@ export function toAlert(v: unknown): AlertVM {
   const a = obj(v);
   const rule = obj(a.rule);
   const evidence = toEvidence(a.evidence);
+  if (typeof a.dashboard_path === "string") evidence.dashboardPath = a.dashboard_path;
   const series = arr(a.series).map(toSeries);
   return {
     id: str(a.id),
@@ -331,13 +337,16 @@ export function toBacktest(v: unknown): BacktestVM {
   const firings = arr(b.firings).map((x): Firing => {
     const f = obj(x);
     const s = f.series;
-    return { startMs: ms(f.start ?? f.started_at) ?? 0, endMs: ms(f.end ?? f.resolved_at), series: typeof s === "string" ? s : toSeries(s).name, peak: num(f.peak) };
+    const series = typeof s === "string" ? s : Array.isArray(s) ? s.map((x) => toSeries(x).name).join(", ") : toSeries(s).name;
+    return { startMs: ms(f.start ?? f.started_at) ?? 0, endMs: ms(f.end ?? f.resolved_at), series, peak: num(f.peak) };
   });
   return {
     count: num(b.count) ?? firings.length,
     fromMs: ms(b.from ?? b.start) ?? 0,
     toMs: ms(b.to ?? b.end) ?? 0,
     firings,
+    seriesTotal: num(b.series_total) ?? arr(b.series).length,
+    notes: arr(b.notes).map((n) => str(n)),
     series: arr(b.series).map((x) => {
       const s = obj(x);
       const named = toSeries(s);
@@ -358,6 +367,8 @@ export function toBacktest(v: unknown): BacktestVM {
 export async function listMetrics(signal?: AbortSignal): Promise<MetricOption[]> {
   const r = unwrap(await client.GET("/api/v1/alert-rules/metrics", { signal }));
   const list = Array.isArray(r) ? r : arr(obj(r).metrics);
+  const win = obj(obj(r).window_s);
+  const catalogConditions = arr(obj(r).conditions);
   return list.map((x) => {
     const m = obj(x);
     return {
@@ -370,9 +381,11 @@ export async function listMetrics(signal?: AbortSignal): Promise<MetricOption[]>
         return { id, label: str(o.label ?? o.title, id), unit: o.unit ? asUnit(o.unit) : unitFor(m.unit, id) };
       }),
       filters: arr(m.filters ?? m.scope_filters).map((f) => str(f)),
-      conditions: arr(m.conditions).map((c) => str(c)).filter((c): c is ConditionType => ["above", "below", "baseline", "level_shift"].includes(c)),
-      windowMinS: num(m.window_min_s) ?? 30,
-      windowMaxS: num(m.window_max_s) ?? 3600,
+      conditions: arr(m.conditions ?? catalogConditions)
+        .map((c) => str(c))
+        .filter((c): c is ConditionType => ["above", "below", "baseline", "level_shift"].includes(c)),
+      windowMinS: num(m.window_min_s) ?? num(win.min) ?? 30,
+      windowMaxS: num(m.window_max_s) ?? num(win.max) ?? 3600,
     };
   });
 }

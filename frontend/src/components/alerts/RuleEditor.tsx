@@ -70,6 +70,7 @@ const FILTER_LABELS: Record<string, string> = {
   size_bytes: "Object size (bytes)",
   group_name: "Quorum group",
 };
+const INT_FILTERS = new Set(["payload_bytes", "size_bytes", "copies", "concurrency"]);
 const TOPOLOGY = ["same-subnet", "same-zone", "cross-zone", "cross-region", "cross-provider", "self"];
 
 export function parseLabels(text: string): Record<string, string> {
@@ -97,7 +98,7 @@ export function formFromRule(r: RuleVM | undefined, metrics: MetricOption[]): Ru
     enabled: r?.enabled ?? true,
     metric: metric?.id ?? "",
     statistic: stat?.id ?? "",
-    scope: r?.scope ?? {},
+    scope: Object.fromEntries(Object.entries(r?.scope ?? {}).map(([k, v]) => [k, v.map(String)])),
     window_s: r?.window_s ?? 60,
     condition: c?.type ?? "above",
     value: c && (c.type === "above" || c.type === "below") ? toInput(unit, c.value) : "",
@@ -122,7 +123,12 @@ export function draftFromForm(f: RuleForm, unit: Unit): RuleDraft {
       : f.condition === "level_shift"
         ? { type: "level_shift", min_step: fromInput(unit, f.min_step), direction: f.direction }
         : { type: f.condition, value: fromInput(unit, f.value) };
-  const scope = Object.fromEntries(Object.entries(f.scope).filter(([, v]) => v.length > 0));
+  // Sizes and counts are integers in the analysis API; everything else is ids or names.
+  const scope = Object.fromEntries(
+    Object.entries(f.scope)
+      .filter(([, v]) => v.length > 0)
+      .map(([k, v]) => [k, INT_FILTERS.has(k) ? v.map((x) => (Number.isFinite(Number(x)) && x.trim() !== "" ? Number(x) : x)) : v]),
+  );
   return {
     name: f.name.trim(),
     description: f.description.trim(),
@@ -472,9 +478,14 @@ function EditorForm({ metrics, rule, onSaved, onCancel }: { metrics: MetricOptio
         {bt && testedKey === draftKey && (
           <div className="stack" style={{ marginTop: 12 }}>
             <p role="status" className="backtest-count">
-              Would have fired <strong>{bt.count}</strong> time{bt.count === 1 ? "" : "s"} in the last 7 days
-              {bt.series.length ? ` over ${bt.series.length} series` : ""}.
+              Would have fired <strong>{bt.count}</strong> time{bt.count === 1 ? "" : "s"} in the last 7 days over {bt.seriesTotal} matched series
+              {bt.series.length < bt.seriesTotal ? ` (${bt.series.length} drawn)` : ""}.
             </p>
+            {bt.notes.map((n) => (
+              <p key={n} className="muted">
+                {n}
+              </p>
+            ))}
             {bt.series.length > 0 && <BacktestChart series={bt.series} firings={bt.firings} unit={unit} fromMs={bt.fromMs} toMs={bt.toMs} />}
             {bt.firings.length > 0 && (
               <div className="scroll-x">

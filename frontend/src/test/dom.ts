@@ -1,0 +1,17 @@
+// Component tests run in jsdom on the API server's origin, so the typed client (which calls
+// window.location.origin) reaches it. Import components only after pointing jsdom there.
+import type { ApiServer } from "./apiServer";
+
+declare const jsdom: { reconfigure: (o: { url: string }) => void };
+
+export function useOrigin(api: ApiServer): void {
+  jsdom.reconfigure({ url: `${api.url}/` });
+  // Recharts' ResponsiveContainer measures with ResizeObserver, which jsdom lacks: report no size changes.
+  if (!("ResizeObserver" in globalThis)) {
+    (globalThis as { ResizeObserver?: unknown }).ResizeObserver = class {
+      observe() {}
+      unobserve() {}
+      disconnect() {}
+    };
+  }
+}
