@@ -20,6 +20,7 @@ from stormwatch import __version__
 from stormwatch.api.routes import (
     advisors,
     agents,
+    alerts,
     analytics,
     auth,
     channels,
@@ -47,6 +48,7 @@ ROUTERS = [
     storage_targets.router,
     analytics.router,
     advisors.router,
+    alerts.router,
     channels.router,
     silences.router,
     maintenance.router,

@@ -3,7 +3,6 @@ the compare-and-set that keeps two evaluations from acting twice, and evidence."
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -14,8 +13,8 @@ from sqlalchemy import Engine, text
 from stormwatch.services.alerts.evaluate import evaluate_cycle
 from tests.alert_helpers import (
     WINDOW_S,
-    aligned_now,
     alerts_of,
+    aligned_now,
     at,
     events_of,
     insert_mesh,

@@ -130,7 +130,8 @@ class Episode:
 
 
 def replay(series_breaches: dict[str, NDArray[np.bool_]], values: dict[str, NDArray[np.float64]],
-           starts: Sequence[int], window_s: int, x: int, y: int, n: int) -> list[Episode]:
+           starts: Sequence[int], window_s: int, x: int, y: int, n: int,
+           lower_is_worse: bool = False) -> list[Episode]:
     """Every firing over the windows, from scratch (the backtest's driver of the same state
     functions the live evaluation applies one window at a time)."""
     states = {k: SeriesState() for k in series_breaches}
@@ -164,7 +165,8 @@ def replay(series_breaches: dict[str, NDArray[np.bool_]], values: dict[str, NDAr
         for ep in open_.values():
             for k in ep.series:
                 v = values[k][i]
-                if np.isfinite(v) and (ep.peak is None or v > ep.peak):
+                if np.isfinite(v) and (ep.peak is None or (
+                        v < ep.peak if lower_is_worse else v > ep.peak)):
                     ep.peak = float(v)
     episodes.extend(open_.values())
     return sorted(episodes, key=lambda e: (e.start, e.group))

@@ -29,7 +29,7 @@ def to_filters(scope: dict[str, Any], adjusted: bool = False,
     extra: dict[str, list[Any]] = {}
     for name, col in EXTRA_COLUMNS.items():
         if scope.get(name):
-            extra[col] = ids(name) if name == "target" else list(scope[name])
+            extra[col] = (ids(name) or []) if name == "target" else list(scope[name])
     end = end or datetime.now(UTC)
     return Filters(start=start or end - timedelta(hours=1), end=end, agents=ids("agents"),
                    src=ids("src"), dst=ids("dst"), regions=scope.get("regions") or None,

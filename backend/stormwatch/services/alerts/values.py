@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 from sqlalchemy import text
@@ -81,7 +82,8 @@ def percentiles_of(statistics: Iterable[str]) -> list[float]:
 
 async def raw_windows(session: AsyncSession, orgs: Sequence[uuid.UUID], metric: MetricKind,
                       window_s: int, start: datetime, end: datetime,
-                      percentiles: Sequence[float]) -> Windows:
+                      percentiles: Sequence[float], where: Sequence[str] = (),
+                      where_params: dict[str, Any] | None = None) -> Windows:
     """Every series of the orgs in [start, end), per window of window_s, straight from the raw
     samples: one query for all orgs, series and windows (percentile_cont is exact, with the
     same linear interpolation as numpy's)."""
@@ -96,9 +98,9 @@ async def raw_windows(session: AsyncSession, orgs: Sequence[uuid.UUID], metric: 
         f"FROM (SELECT org_id, {keys}, "
         f"(floor(extract(epoch FROM time) / :w) * :w)::bigint AS ws, "
         f"({value})::float8 AS v, ({spec.raw_failure}) AS failed FROM {spec.raw_table} "
-        f"WHERE org_id = ANY(:orgs) AND time >= :s AND time < :e) t "
-        f"GROUP BY org_id, {keys}, ws"),
-        {"orgs": list(orgs), "w": window_s, "s": start, "e": end,
+        f"WHERE org_id = ANY(:orgs) AND time >= :s AND time < :e"
+        + "".join(f" AND {c}" for c in where) + f") t GROUP BY org_id, {keys}, ws"),
+        {**(where_params or {}), "orgs": list(orgs), "w": window_s, "s": start, "e": end,
          "qs": [p / 100 for p in percentiles]})).all()
     nk = len(spec.keys)
     out: Windows = {}

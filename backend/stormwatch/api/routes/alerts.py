@@ -1,0 +1,178 @@
+"""Alert rules (CRUD, backtest, the metric catalog) and alert history. Reads take any
+principal of the org, changes the admin role; the org always comes from the credential."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal, NoReturn
+
+from fastapi import APIRouter, HTTPException, Query, Response, status
+
+from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
+from stormwatch.schemas.alerts import (
+    AlertDetail,
+    AlertPublic,
+    AlertRuleCreate,
+    AlertRulePublic,
+    AlertRuleUpdate,
+    BacktestRequest,
+    BacktestResult,
+    MetricInfo,
+    MetricsCatalog,
+)
+from stormwatch.services.alerts import rules as svc
+from stormwatch.services.alerts.backtest import backtest
+from stormwatch.services.alerts.conditions import BASELINES, CONDITION_TYPES, DIRECTIONS
+from stormwatch.services.alerts.metrics import METRICS, PERCENTILES
+from stormwatch.services.alerts.validation import RuleInvalid
+from stormwatch.services.analytics.queries import QueryError
+
+router = APIRouter(tags=["alerts"])
+
+
+def _raise(exc: Exception) -> NoReturn:
+    if isinstance(exc, svc.RuleNotFound):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such alert rule") from exc
+    if isinstance(exc, svc.AlertNotFound):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such alert") from exc
+    if isinstance(exc, RuleInvalid):
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
+                            [{"loc": exc.loc, "msg": exc.msg, "type": "value_error"}]) from exc
+    if isinstance(exc, QueryError):
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
+                            [{"loc": ["body", exc.param], "msg": str(exc),
+                              "type": "value_error"}]) from exc
+    raise exc
+
+
+_ERRORS = (svc.RuleNotFound, svc.AlertNotFound, RuleInvalid, QueryError)
+
+
+def _draft(body: Any) -> dict[str, Any]:
+    d = body.model_dump(exclude_unset=False, by_alias=False)
+    d.pop("from_", None)
+    d.pop("to", None)
+    d["scope"] = body.scope.model_dump(mode="json", exclude_none=True)
+    d["condition"] = body.condition.model_dump()
+    d["channel_ids"] = list(body.channel_ids)
+    return d
+
+
+@router.get("/alert-rules/metrics", response_model=MetricsCatalog)
+async def alert_metrics(principal: OrgPrincipalDep) -> MetricsCatalog:
+    """What the rule editor can offer: metrics, their statistics, filters and conditions."""
+    return MetricsCatalog(
+        metrics=[MetricInfo(name=m.name, title=m.title, unit=m.unit,
+                            statistics=[*(PERCENTILES if m.percentiles else ()), *m.statistics],
+                            filters=list(m.filters),
+                            conditions=["above"] if m.kind is None else list(CONDITION_TYPES))
+                 for m in METRICS.values()],
+        conditions=list(CONDITION_TYPES), baselines=list(BASELINES),
+        directions=list(DIRECTIONS), severities=["critical", "warning", "info"],
+        window_s={"min": 30, "max": 3600, "step": 60})
+
+
+@router.get("/alert-rules", response_model=list[AlertRulePublic])
+async def list_alert_rules(principal: OrgPrincipalDep, session: SessionDep) -> Any:
+    return await svc.list_rules(session, principal.org_id)
+
+
+@router.post("/alert-rules", response_model=AlertRulePublic,
+             status_code=status.HTTP_201_CREATED)
+async def create_alert_rule(body: AlertRuleCreate, principal: AdminDep,
+                            session: SessionDep) -> Any:
+    try:
+        out = await svc.create_rule(session, principal.org_id, _draft(body), principal.user_id)
+    except _ERRORS as exc:
+        await session.rollback()
+        _raise(exc)
+    await session.commit()
+    return out
+
+
+@router.post("/alert-rules/backtest", response_model=BacktestResult,
+             response_model_by_alias=True)
+async def backtest_alert_rule(body: BacktestRequest, principal: OrgPrincipalDep,
+                              session: SessionDep) -> Any:
+    """How often the draft would have fired over the range (default: the last 7 days), each
+    firing's start, end, series and peak, and the evaluated windows to draw."""
+    end = body.to or datetime.now(UTC)
+    start = body.from_ or end - timedelta(days=7)
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)
+    if end.tzinfo is None:
+        end = end.replace(tzinfo=UTC)
+    if end <= start:
+        _raise(RuleInvalid(["body", "to"], "to must be after from"))
+    if end - start > timedelta(days=31):
+        _raise(RuleInvalid(["body", "from"], "a backtest covers at most 31 days"))
+    try:
+        return await backtest(session, principal.org_id, _draft(body), start, end)
+    except _ERRORS as exc:
+        _raise(exc)
+
+
+@router.get("/alert-rules/{rule_id}", response_model=AlertRulePublic)
+async def get_alert_rule(rule_id: uuid.UUID, principal: OrgPrincipalDep,
+                         session: SessionDep) -> Any:
+    try:
+        return await svc.get_rule(session, principal.org_id, rule_id)
+    except _ERRORS as exc:
+        _raise(exc)
+
+
+@router.patch("/alert-rules/{rule_id}", response_model=AlertRulePublic)
+async def update_alert_rule(rule_id: uuid.UUID, body: AlertRuleUpdate, principal: AdminDep,
+                            session: SessionDep) -> Any:
+    changes = body.model_dump(exclude_unset=True)
+    if body.scope is not None:
+        changes["scope"] = body.scope.model_dump(mode="json", exclude_none=True)
+    if body.condition is not None:
+        changes["condition"] = body.condition.model_dump()
+    for k in ("name", "metric", "statistic", "window_s", "condition", "x", "y", "n",
+              "severity", "enabled", "labels", "scope", "channel_ids"):
+        if k in changes and changes[k] is None:
+            _raise(RuleInvalid(["body", k], f"{k} cannot be null"))
+    try:
+        out = await svc.update_rule(session, principal.org_id, rule_id, changes)
+    except _ERRORS as exc:
+        await session.rollback()
+        _raise(exc)
+    await session.commit()
+    return out
+
+
+@router.delete("/alert-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_alert_rule(rule_id: uuid.UUID, principal: AdminDep,
+                            session: SessionDep) -> Response:
+    try:
+        await svc.delete_rule(session, principal.org_id, rule_id)
+    except _ERRORS as exc:
+        _raise(exc)
+    await session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/alerts", response_model=list[AlertPublic])
+async def list_alerts(
+    principal: OrgPrincipalDep, session: SessionDep,
+    state: Literal["firing", "resolved"] | None = None,
+    rule_id: uuid.UUID | None = None,
+    from_: Annotated[datetime | None, Query(alias="from", description="UTC")] = None,
+    to: Annotated[datetime | None, Query(description="UTC")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> Any:
+    """Alerts, newest first, with their rule's name, severity and labels, the agreeing
+    series and the evidence."""
+    return await svc.list_alerts(session, principal.org_id, state, rule_id, from_, to, limit)
+
+
+@router.get("/alerts/{alert_id}", response_model=AlertDetail)
+async def get_alert(alert_id: uuid.UUID, principal: OrgPrincipalDep,
+                    session: SessionDep) -> Any:
+    """One alert with its transitions (firing, resolved) and evidence."""
+    try:
+        return await svc.get_alert(session, principal.org_id, alert_id)
+    except _ERRORS as exc:
+        _raise(exc)
