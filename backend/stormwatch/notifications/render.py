@@ -8,10 +8,15 @@ from stormwatch.notifications.base import AlertItem, Message
 
 
 def fmt_value(value: float | None, unit: str) -> str:
+    """Readable units: microseconds of 1 ms and more as ms, rates (unit "ratio") as %."""
     if value is None:
         return "n/a"
+    if unit == "us" and abs(value) >= 1000:
+        value, unit = value / 1000, "ms"
+    elif unit == "ratio":
+        value, unit = value * 100, "%"
     text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6g}"
-    return f"{text} {unit}".strip()
+    return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
 
 
 def versus(item: AlertItem) -> str:

@@ -67,7 +67,8 @@ def make_tls() -> Tls:
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
             .issuer_name(ca_name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=2))
+            .not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=2))
             .add_extension(x509.SubjectAlternativeName([
                 x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                 critical=False)
@@ -88,17 +89,10 @@ class SmtpSink:
     messages: list[EmailMessage] = field(default_factory=list)
     envelopes: list[tuple[str, list[str]]] = field(default_factory=list)
     reject_data: str | None = None  # e.g. "550 5.7.1 relaying denied"
-    hold: threading.Event | None = None
-    held: threading.Event = field(default_factory=threading.Event)
 
     async def handle_DATA(self, server: Any, session: Session, envelope: Envelope) -> str:
         if self.reject_data:
             return self.reject_data
-        if self.hold is not None:
-            self.held.set()
-            import asyncio
-            while not self.hold.is_set():
-                await asyncio.sleep(0.05)
         assert isinstance(envelope.content, bytes)
         msg = message_from_bytes(envelope.content, policy=policy.default)
         assert isinstance(msg, EmailMessage)

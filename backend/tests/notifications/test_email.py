@@ -28,7 +28,7 @@ def message() -> Message:
         condition="p99 of mesh_rtt over 30 s windows above 50", created_at=start,
         link="http://sw.example/alerts?rule_id=r1",
         alerts=(AlertItem(alert_id="a1", series="eu-1 -> us-1", state="firing",
-                          started_at=start, value=912.5, threshold=50.0, unit="ms",
+                          started_at=start, value=912_500.0, threshold=50_000.0, unit="us",
                           link="http://sw.example/pair?src=1&dst=2"),))
 
 

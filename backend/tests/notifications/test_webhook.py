@@ -23,13 +23,13 @@ def test_the_receiver_verifies_the_signature_and_reads_the_alert() -> None:
     assert payload["type"] == "alert.firing"
     [alert] = payload["data"]["alerts"]
     assert alert["series"] == "eu-1 -> us-1"
-    assert (alert["value"], alert["threshold"], alert["unit"]) == (912.5, 50.0, "ms")
+    assert (alert["value"], alert["threshold"], alert["unit"]) == (912_500.0, 50_000.0, "us")
 
 
 def test_a_wrong_secret_fails_verification_and_is_permanent() -> None:
-    with HttpReceiver(secret=new_signing_secret()) as hook:
-        with pytest.raises(PermanentError) as err:
-            asyncio.run(WebhookChannel(hook.url, new_signing_secret()).send(message(), "m"))
+    with HttpReceiver(secret=new_signing_secret()) as hook, \
+            pytest.raises(PermanentError) as err:
+        asyncio.run(WebhookChannel(hook.url, new_signing_secret()).send(message(), "m"))
     assert hook.bad_signatures == 1 and not hook.accepted
     assert err.value.detail.startswith("HTTP 401: bad signature")
 

@@ -33,6 +33,7 @@ from stormwatch.notifications.base import (
     PermanentError,
     TransientError,
 )
+from stormwatch.notifications.render import fmt_value
 from stormwatch.services.notify import matching
 from stormwatch.services.notify.channels import build_channel
 
@@ -86,17 +87,30 @@ class Suppressions:
         return "", None
 
 
+def unit_of(metric: str, statistic: str) -> str:
+    if statistic.endswith("_rate"):
+        return "ratio"
+    from stormwatch.services.alerts.metrics import METRICS
+
+    m = METRICS.get(metric)
+    return m.unit if m is not None else ""
+
+
 def _condition_text(condition: Mapping[str, Any] | None, statistic: str, metric: str,
                     window_s: int) -> str:
     c = dict(condition or {})
-    kind = c.get("type") or c.get("kind") or ""
+    kind = c.get("type", "")
+    unit = unit_of(metric, statistic)
     head = f"{statistic} of {metric} over {window_s} s windows"
-    if kind in ("above", "below") and "value" in c:
-        return f"{head} {kind} {c['value']}"
-    if kind == "baseline" or "k" in c:
-        return f"{head} above {c.get('k')} x baseline ({c.get('baseline', 'previous 24 h')})"
-    if kind in ("level_shift", "shift"):
-        return f"{head}: level shift of at least {c.get('min_shift', c.get('size'))}"
+    if kind in ("above", "below") and _num(c.get("value")) is not None:
+        return f"{head} {kind} {fmt_value(_num(c['value']), unit)}"
+    if kind == "baseline":
+        base = {"prev_24h": "the previous 24 h", "week_ago": "the same hour a week earlier"}
+        return (f"{head} above {c.get('k')} x its baseline over "
+                f"{base.get(str(c.get('baseline')), 'the previous 24 h')}")
+    if kind == "level_shift":
+        return (f"{head}: a level shift ({c.get('direction', 'up')}) of at least "
+                f"{fmt_value(_num(c.get('min_step')), unit)}")
     return head if not c else f"{head}: {orjson.dumps(c).decode()}"
 
 
@@ -138,22 +152,21 @@ def _num(v: Any) -> float | None:
 
 
 def _series_name(ev: Row, fallback: str) -> str:
-    for key in ("series_name", "series_label", "name"):
-        if isinstance(ev.get(key), str) and ev[key]:
-            return str(ev[key])
+    """One series' readable name, or "N series agree: a, b, ..." for an N-of-M group."""
+    if isinstance(ev.get("series_name"), str) and ev["series_name"]:
+        return str(ev["series_name"])
     series = ev.get("series")
     if isinstance(series, str) and series:
         return series
     if isinstance(series, dict):
-        for key in ("name", "label"):
-            if series.get(key):
-                return str(series[key])
-    agreeing = ev.get("agreeing") or ev.get("agreeing_series")
-    if isinstance(agreeing, list) and agreeing:
-        names = [str(a.get("name") or a.get("series_key") or a) if isinstance(a, dict)
-                 else str(a) for a in agreeing]
+        series = [series]
+    if isinstance(series, list) and series:
+        names = [str(s.get("name") or s.get("key") or "?") if isinstance(s, dict) else str(s)
+                 for s in series]
+        if len(names) == 1:
+            return names[0]
         return f"{len(names)} series agree: " + ", ".join(names[:6]) + (
-            "…" if len(names) > 6 else "")
+            ", …" if len(names) > 6 else "")
     return fallback
 
 
@@ -161,6 +174,12 @@ def link(path: Any) -> str | None:
     if not isinstance(path, str) or not path:
         return None
     return get_settings().public_base_url.rstrip("/") + "/" + path.lstrip("/")
+
+
+def _unit(ev: Row) -> str:
+    if str(ev.get("statistic") or "").endswith("_rate"):
+        return "ratio"
+    return str(ev.get("unit") or "")
 
 
 def alert_item(alert: Row, evidence: Row | None = None
@@ -178,7 +197,7 @@ def alert_item(alert: Row, evidence: Row | None = None
         state="resolved" if alert["state"] == "resolved" else "firing",
         started_at=alert["started_at"], resolved_at=alert["resolved_at"], value=value,
         threshold=_num(ev.get("threshold")), baseline=_num(ev.get("baseline")),
-        unit=str(ev.get("unit") or ""), link=link(ev.get("dashboard_path")))
+        unit=_unit(ev), link=link(ev.get("dashboard_path")))
 
 
 def message_json(rule: Rule, kind: str, items: Sequence[AlertItem],
