@@ -116,3 +116,49 @@ def events_of(db: Engine, rule_id: uuid.UUID) -> list[Any]:
 def at(start: datetime, windows: int, window_s: int = WINDOW_S) -> datetime:
     """The evaluation time at which `windows` windows after `start` are complete."""
     return start + timedelta(seconds=windows * window_s + 6)
+
+
+def insert_quorum(db: Engine, org_id: str, agent: uuid.UUID, group: str, start: datetime,
+                  per_window_fail: Sequence[float], window_s: int = WINDOW_S,
+                  rate_hz: int = 5, latency_us: float = 2_000.0) -> None:
+    """Quorum samples (Q2/3) with the given share of failed rounds per window."""
+    n = window_s * rate_hz
+    rows = []
+    for w, share in enumerate(per_window_fail):
+        k_fail = int(round(n * share))
+        for i in range(n):
+            failed = i < k_fail
+            rows.append({"t": start + timedelta(seconds=w * window_s + i / rate_hz),
+                         "o": org_id, "a": agent, "g": group, "r": w * n + i,
+                         "v": None if failed else int(latency_us + (i % 7) * 10),
+                         "st": 1 if failed else 0})
+    with db.begin() as c:
+        c.execute(text(
+            "INSERT INTO quorum_samples (time, org_id, agent_id, group_name, round, k, n, "
+            "latency_us, status) VALUES (:t, :o, :a, :g, :r, 2, 3, :v, :st)"), rows)
+
+
+def insert_storage(db: Engine, org_id: str, agent: uuid.UUID, target: uuid.UUID, op: str,
+                   start: datetime, per_window_fail: Sequence[int], window_s: int = 60,
+                   every_s: int = 10) -> None:
+    """Storage operations every `every_s`; the first per_window_fail[w] of each window fail."""
+    per = window_s // every_s
+    rows = []
+    for w, k_fail in enumerate(per_window_fail):
+        for i in range(per):
+            failed = i < k_fail
+            rows.append({"t": start + timedelta(seconds=w * window_s + i * every_s),
+                         "o": org_id, "a": agent, "tg": target, "op": op,
+                         "v": None if failed else 80_000 + i * 100, "st": 3 if failed else 0,
+                         "err": "server_error" if failed else None})
+    with db.begin() as c:
+        c.execute(text(
+            "INSERT INTO storage_samples (time, org_id, agent_id, target_id, op, variant, "
+            "content, size_bytes, stored_bytes, copies, concurrency, attempt, latency_us, "
+            "rtt_us, status, error_class) VALUES (:t, :o, :a, :tg, :op, 'plain', 'binary', "
+            "1024, 1024, 1, 1, 1, :v, 20000, :st, :err)"), rows)
+
+
+def set_last_seen(db: Engine, agent: uuid.UUID, when: datetime) -> None:
+    with db.begin() as c:
+        c.execute(text("UPDATE agents SET last_seen = :t WHERE id = :a"), {"t": when, "a": agent})

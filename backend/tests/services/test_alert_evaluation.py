@@ -3,6 +3,7 @@ the compare-and-set that keeps two evaluations from acting twice, and evidence."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -66,3 +67,83 @@ async def test_x_of_y_fires_on_the_third_bad_window_of_five_and_resolves_once(
     assert alert.resolved_at == start + timedelta(seconds=8 * WINDOW_S)
     kinds = [e.kind for e in events_of(db, rule)]
     assert kinds == ["firing", "resolved"]
+
+
+async def test_n_of_m_waits_for_two_pairs_to_agree_and_fires_once_for_the_rule(
+        services: Any, db: Engine, org: Any) -> None:
+    a, b, c = make_agents(db, org.org_id, [{"name": "a"}, {"name": "b"}, {"name": "c"}])
+    start = aligned_now() - timedelta(seconds=8 * WINDOW_S)
+    # a→b spikes from window 1; a→c only from window 3: two of them agree from window 3.
+    insert_mesh(db, org.org_id, a, b, start, [1000.0] * 6, spike_share=[0, .03, .03, .03, .03,
+                                                                          0], seed=1)
+    insert_mesh(db, org.org_id, a, c, start, [1000.0] * 6, spike_share=[0, 0, 0, .03, .03, 0],
+                seed=2)
+    rule = insert_rule(db, org.org_id, scope={"src": [str(a)]}, n=2, m=3,
+                       condition={"type": "above", "value": 20_000})
+    sm = sessionmaker_for(services.database_url)
+    await run_windows(sm, rule, start, 3)
+    assert alerts_of(db, rule) == []  # one pair of two: not yet
+    await evaluate_cycle(sm, now=at(start, 4), rule_ids=[rule])
+    (alert,) = alerts_of(db, rule)
+    assert alert.group_key == "rule" and alert.state == "firing"
+    names = sorted(s["name"] for s in alert.evidence["series"])
+    assert names == ["a → b", "a → c"]
+    assert alert.evidence["agreeing"] == 2 and alert.evidence["n"] == 2
+    await run_windows(sm, rule, start, 7)
+    (alert,) = alerts_of(db, rule)
+    assert alert.state == "resolved"
+    assert alert.resolved_at == start + timedelta(seconds=6 * WINDOW_S)  # window 5 is clean
+    assert [e.kind for e in events_of(db, rule)] == ["firing", "resolved"]
+
+
+async def test_two_evaluations_at_once_write_one_alert_and_one_event(
+        services: Any, db: Engine, org: Any) -> None:
+    a, b = make_agents(db, org.org_id, [{"name": "a"}, {"name": "b"}])
+    start = aligned_now() - timedelta(seconds=4 * WINDOW_S)
+    insert_mesh(db, org.org_id, a, b, start, [1000.0] * 3, spike_share=[.03, .03, .03])
+    rule = insert_rule(db, org.org_id)
+    now = at(start, 3)
+    results = await asyncio.gather(*(evaluate_cycle(sessionmaker_for(services.database_url),
+                                                    now=now, rule_ids=[rule])
+                                     for _ in range(2)))
+    assert len(alerts_of(db, rule)) == 1
+    assert [e.kind for e in events_of(db, rule)] == ["firing"]
+    assert sum(r.events for r in results) == 1
+    # and running the same cycle again (a re-delivered task) changes nothing
+    again = await evaluate_cycle(sessionmaker_for(services.database_url), now=now,
+                                 rule_ids=[rule])
+    assert again.events == 0 and len(events_of(db, rule)) == 1
+
+
+async def test_a_plan_applied_twice_from_one_snapshot_acts_once(services: Any, db: Engine,
+                                                               org: Any) -> None:
+    """The compare-and-set itself: two workers holding the same rule version race to apply
+    the same transition; the second finds the version moved and writes nothing."""
+    from stormwatch.services.alerts import evaluate as ev
+    from stormwatch.services.analytics.queries import load_fleet
+
+    a, b = make_agents(db, org.org_id, [{"name": "a"}, {"name": "b"}])
+    start = aligned_now() - timedelta(seconds=3 * WINDOW_S)
+    insert_mesh(db, org.org_id, a, b, start, [1000.0] * 2, spike_share=[.03, .03])
+    rule_id = insert_rule(db, org.org_id)
+    sm = sessionmaker_for(services.database_url)
+    now = at(start, 2)
+    async with sm() as s:
+        (rule,) = await ev.load_rules(s, [rule_id])
+        fleet = await load_fleet(s, rule.org_id)
+        starts = ev.windows_to_evaluate(rule, now)
+        data = await ev.raw_windows(s, [rule.org_id], rule.kind, rule.window_s,
+                                    ev.from_epoch(starts[0]), ev.from_epoch(starts[-1] + 30),
+                                    [99.0])
+        evals = await ev.series_values(s, rule, fleet, data, starts, set())
+        stored = (await ev.load_stored(s, [rule.id]))[rule.id]
+    plan = ev.plan_rule(rule, starts, evals, fleet, stored)
+    assert [t.kind for t in plan.transitions] == ["firing"]
+
+    async def apply() -> int | None:
+        async with sm() as s:
+            return await ev.apply_plan(s, rule, starts[-1] + 30, plan, stored)
+
+    outcomes = await asyncio.gather(apply(), apply())
+    assert sorted(outcomes, key=lambda o: -1 if o is None else o) == [None, 1]
+    assert len(alerts_of(db, rule_id)) == 1 and len(events_of(db, rule_id)) == 1

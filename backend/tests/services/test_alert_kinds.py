@@ -1,0 +1,158 @@
+"""Each kind of rule on real PostgreSQL: a baseline rule, a level-shift rule, agent silence,
+a quorum rule and a storage failure-rate rule (each also not firing where it must not)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine, text
+
+from stormwatch.services.alerts.evaluate import evaluate_cycle
+from tests.alert_helpers import (
+    WINDOW_S,
+    alerts_of,
+    aligned_now,
+    at,
+    events_of,
+    insert_mesh,
+    insert_quorum,
+    insert_rule,
+    insert_storage,
+    make_agents,
+    sessionmaker_for,
+    set_last_seen,
+)
+from tests.helpers import roll_up_mesh
+
+
+@pytest.fixture
+def org(make_org: Callable) -> Any:
+    return make_org()
+
+
+async def step_through(sm: Any, rule: uuid.UUID, start: datetime, first: int, last: int,
+                       window_s: int = WINDOW_S) -> None:
+    for i in range(first, last + 1):
+        await evaluate_cycle(sm, now=at(start, i, window_s), rule_ids=[rule])
+
+
+async def test_a_baseline_rule_fires_at_twice_the_last_days_level_not_before(
+        services: Any, db: Engine, org: Any) -> None:
+    a, b = make_agents(db, org.org_id, [{"name": "a"}, {"name": "b"}])
+    hour = int(datetime.now(UTC).timestamp()) // 3600 * 3600 - 3600
+    h0 = datetime.fromtimestamp(hour, UTC)
+    # three hours of history at ~1 ms (1 Hz), rolled up as the worker would
+    insert_mesh(db, org.org_id, a, b, h0 - timedelta(hours=3), [1000.0] * 18, window_s=600,
+                rate_hz=1, seed=3)
+    roll_up_mesh(db, uuid.UUID(org.org_id), h0 - timedelta(hours=3), 3, levels=(300, 3600))
+    # then, in the next hour: 1.5 ms (under 2x) and 2.6 ms (over 2x)
+    insert_mesh(db, org.org_id, a, b, h0, [1500.0] * 3 + [2600.0] * 3, seed=4)
+    rule = insert_rule(db, org.org_id, statistic="p50",
+                       condition={"type": "baseline", "k": 2, "baseline": "prev_24h"})
+    sm = sessionmaker_for(services.database_url)
+    await step_through(sm, rule, h0, 1, 3)
+    assert alerts_of(db, rule) == []
+    await step_through(sm, rule, h0, 4, 4)
+    (alert,) = alerts_of(db, rule)
+    ev = alert.evidence
+    assert alert.started_at == h0 + timedelta(seconds=3 * WINDOW_S)
+    assert ev["baseline"] == pytest.approx(1000, rel=0.05)
+    assert ev["threshold"] == pytest.approx(2 * ev["baseline"])
+    assert ev["value"] == pytest.approx(2600, rel=0.05)
+
+
+async def test_a_level_shift_rule_fires_on_a_step_and_ignores_a_lone_spike(
+        services: Any, db: Engine, org: Any) -> None:
+    a, b = make_agents(db, org.org_id, [{"name": "a"}, {"name": "b"}])
+    start = aligned_now() - timedelta(seconds=41 * WINDOW_S)
+    rng = np.random.default_rng(7)
+    levels = 15_000 + rng.normal(0, 150, 40)
+    levels[12] += 9_000  # one bad window: a burst, not a new level
+    levels[30:] += 2_000  # the step (seed 003 Lesson 11: a few ms)
+    insert_mesh(db, org.org_id, a, b, start, levels.tolist(), rate_hz=4, seed=5)
+    rule = insert_rule(db, org.org_id, statistic="p50", condition={
+        "type": "level_shift", "min_step": 1_000, "direction": "up", "lookback_windows": 20})
+    sm = sessionmaker_for(services.database_url)
+    await step_through(sm, rule, start, 21, 29)
+    assert alerts_of(db, rule) == [], "no step before window 30"
+    await step_through(sm, rule, start, 30, 36)
+    (alert,) = alerts_of(db, rule)
+    # the detector needs a few windows at the new level: it fires 1-4 windows after the step
+    assert start + timedelta(seconds=31 * WINDOW_S) <= alert.started_at \
+        <= start + timedelta(seconds=34 * WINDOW_S)
+    shift = alert.evidence["series"][0]["level_shift"]
+    assert shift["step"] == pytest.approx(2_000, rel=0.15)
+    assert shift["level_before"] == pytest.approx(15_000, rel=0.02)
+
+
+async def test_agent_silence_fires_for_the_quiet_agent_and_resolves_when_it_returns(
+        services: Any, db: Engine, org: Any) -> None:
+    now = aligned_now()
+    loud, quiet = make_agents(db, org.org_id, [
+        {"name": "loud", "last_seen": now - timedelta(seconds=20)},
+        {"name": "quiet", "last_seen": now - timedelta(seconds=400)}])
+    rule = insert_rule(db, org.org_id, metric="agent_silence", statistic="silence_s",
+                       condition={"type": "above", "value": 180})
+    sm = sessionmaker_for(services.database_url)
+    await evaluate_cycle(sm, now=now + timedelta(seconds=6), rule_ids=[rule])
+    (alert,) = alerts_of(db, rule)
+    assert alert.state == "firing" and alert.group_key == str(quiet)
+    assert alert.evidence["series"][0]["agent"]["name"] == "quiet"
+    # the first evaluation catches up the last 10 minutes of windows: it fires at the first
+    # window that ends more than 180 s after the agent was last heard
+    assert 180 < alert.evidence["value"] <= 180 + WINDOW_S
+    assert alert.evidence["threshold"] == 180
+    set_last_seen(db, quiet, now + timedelta(seconds=40))  # a config poll
+    await evaluate_cycle(sm, now=now + timedelta(seconds=2 * WINDOW_S + 6), rule_ids=[rule])
+    (alert,) = alerts_of(db, rule)
+    assert alert.state == "resolved"
+    assert [e.kind for e in events_of(db, rule)] == ["firing", "resolved"]
+    assert loud
+
+
+async def test_a_quorum_failure_rate_rule_watches_only_its_group(
+        services: Any, db: Engine, org: Any) -> None:
+    (a,) = make_agents(db, org.org_id, [{"name": "a"}])
+    start = aligned_now() - timedelta(seconds=5 * WINDOW_S)
+    insert_quorum(db, org.org_id, a, "zone-majority", start, [0, 0, .5, .5])
+    insert_quorum(db, org.org_id, a, "region-majority", start, [.9, .9, .9, .9])
+    rule = insert_rule(db, org.org_id, metric="quorum_latency", statistic="failure_rate",
+                       scope={"group_name": ["zone-majority"]}, x=2, y=2,
+                       condition={"type": "above", "value": 0.2})
+    sm = sessionmaker_for(services.database_url)
+    await step_through(sm, rule, start, 1, 3)
+    assert alerts_of(db, rule) == []
+    await step_through(sm, rule, start, 4, 4)
+    (alert,) = alerts_of(db, rule)
+    s = alert.evidence["series"][0]
+    assert s["group_name"] == "zone-majority" and s["value"] == pytest.approx(0.5)
+    assert alert.started_at == start + timedelta(seconds=2 * WINDOW_S)
+
+
+async def test_a_storage_failure_rate_rule_fires_on_puts_of_its_target(
+        services: Any, db: Engine, org: Any) -> None:
+    (a,) = make_agents(db, org.org_id, [{"name": "a"}])
+    target = uuid.uuid4()
+    start = aligned_now(60) - timedelta(seconds=4 * 60)
+    insert_storage(db, org.org_id, a, target, "put", start, [0, 4, 4])
+    insert_storage(db, org.org_id, a, target, "get", start, [6, 6, 6])
+    rule = insert_rule(db, org.org_id, metric="storage_latency", statistic="failure_rate",
+                       window_s=60, scope={"op": ["put"]},
+                       condition={"type": "above", "value": 0.5})
+    sm = sessionmaker_for(services.database_url)
+    await step_through(sm, rule, start, 1, 1, 60)
+    assert alerts_of(db, rule) == []
+    await step_through(sm, rule, start, 2, 3, 60)
+    (alert,) = alerts_of(db, rule)
+    s = alert.evidence["series"][0]
+    assert s["op"] == "put" and s["target_id"] == str(target)
+    assert s["value"] == pytest.approx(4 / 6)
+    assert alert.evidence["dashboard_path"].startswith("/storage?op=put&size=1024")
+    with db.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM alerts WHERE rule_id = :r"),
+                         {"r": rule}).scalar() == 1
