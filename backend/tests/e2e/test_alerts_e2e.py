@@ -264,3 +264,44 @@ def test_a_p99_spike_is_told_once_per_channel_within_60_s_then_resolved_and_mute
         ("resolved", "hook", "sent"), ("resolved", "mail", "sent"),
         ("resolved", "slack", "sent")]
     api.close()
+
+
+def test_a_celery_worker_killed_mid_delivery_leaves_exactly_one_processed_message(
+        services: Services, api_server: ApiServer, make_org: Callable[..., OrgCredentials],
+        db: Engine) -> None:
+    """The webhook receiver holds the request; the worker is SIGKILLed while waiting for the
+    answer, so the outbox row stays 'sending'. The receiver then processes the request. A new
+    worker resumes the row once its lease expires and resends with the same webhook-id,
+    which the receiver recognises: one message processed, the row 'sent' after 2 attempts."""
+    from tests.notifications.conftest import add_rule, deliveries, fire
+
+    org = make_org()
+    h = {"Authorization": f"Bearer {org.api_key}"}
+    w = Worker(services, {"NOTIFY_LEASE_S": "3"})
+    try:
+        with HttpReceiver() as hook, api_server.client() as api:
+            r = api.post("/api/v1/channels", headers=h, json={
+                "name": "hook", "kind": "webhook", "config": {"url": hook.url}})
+            hook.secret = r.json()["signing_secret"]
+            rule = add_rule(db, uuid.UUID(org.org_id), [uuid.UUID(r.json()["id"])])
+            hook.hold.clear()
+            w.start("worker")
+            w.start("beat")
+            fire(db, uuid.UUID(org.org_id), rule, "e2e-a → e2e-b")
+            assert hook.arrived.wait(90), f"nothing sent; worker log:\n{w.log('worker')}"
+            w.kill("worker", signal.SIGKILL)
+            [d] = deliveries(db, rule)
+            assert (d["state"], d["attempts"]) == ("sending", 1)
+            hook.hold.set()
+            wait_until("the held request to be processed", 10, lambda: len(hook.accepted) == 1)
+            w.start("worker")
+            wait_until("the resumed delivery", 90,
+                       lambda: deliveries(db, rule)[0]["state"] == "sent")
+            ids = {{k.lower(): v for k, v in q.headers.items()}["webhook-id"]
+                   for q in hook.requests}
+    finally:
+        w.stop()
+    [d] = deliveries(db, rule)
+    assert (d["state"], d["attempts"]) == ("sent", 2)
+    assert len(hook.requests) == 2 and len(ids) == 1
+    assert len(hook.accepted) == 1 and hook.duplicates == 1 and hook.bad_signatures == 0
