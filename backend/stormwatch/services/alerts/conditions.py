@@ -120,10 +120,19 @@ def step_group(state: str, met: int, n: int) -> tuple[str, str | None]:
     return ("pending" if met else "ok"), None
 
 
+def first_breach(s: SeriesState, t: int, window_s: int) -> int:
+    """Start of the oldest breaching window in a series' last Y (its history ends at t):
+    when the trouble behind a firing began."""
+    for j, b in enumerate(s.history):
+        if b:
+            return t - (len(s.history) - 1 - j) * window_s
+    return t
+
+
 @dataclass
 class Episode:
     group: str
-    start: int  # window start (epoch s) of the window that made it fire
+    start: int  # start (epoch s) of the first breaching window behind the firing
     end: int | None  # window end of the window that resolved it
     series: list[str]
     peak: float | None
@@ -144,7 +153,7 @@ def replay(series_breaches: dict[str, NDArray[np.bool_]], values: dict[str, NDAr
             states[k], tr = step_series(states[k], bool(b[i]), x, y)
             if n == 1:
                 if tr == "firing":
-                    open_[k] = Episode(k, w, None, [k], None)
+                    open_[k] = Episode(k, first_breach(states[k], w, window_s), None, [k], None)
                 elif tr == "resolved" and k in open_:
                     ep = open_.pop(k)
                     ep.end = w + window_s
@@ -154,7 +163,8 @@ def replay(series_breaches: dict[str, NDArray[np.bool_]], values: dict[str, NDAr
         if n > 1:
             group_state, tr = step_group(group_state, len(met), n)
             if tr == "firing":
-                open_["*"] = Episode("*", w, None, list(met), None)
+                first = min(first_breach(states[k], w, window_s) for k in met)
+                open_["*"] = Episode("*", first, None, list(met), None)
             elif tr == "resolved" and "*" in open_:
                 ep = open_.pop("*")
                 ep.end = w + window_s

@@ -25,6 +25,7 @@ from stormwatch.services.alerts.conditions import (
     Breaches,
     SeriesState,
     evaluate_windows,
+    first_breach,
     step_group,
     step_series,
 )
@@ -271,7 +272,7 @@ def _num(v: float | None) -> float | None:
 
 def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
               states: dict[str, SeriesState], agreeing: list[str], starts: list[int], i: int,
-              first_breach: int) -> dict[str, Any]:
+              began: int) -> dict[str, Any]:
     """Why a group fired (or how it stood when it resolved): each agreeing series' values
     against the threshold or baseline over its last Y windows, and where to look."""
     w = rule.window_s
@@ -299,9 +300,9 @@ def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
             "x": rule.x, "y": rule.y, "n": rule.n, "m": rule.m,
             "value": head.get("value"), "threshold": head.get("threshold"),
             "baseline": head.get("baseline"), "series": series, "agreeing": len(series),
-            "time_range": {"from": _iso(first_breach), "to": _iso(t + w)},
+            "time_range": {"from": _iso(began), "to": _iso(t + w)},
             "dashboard_path": dashboard_path(metric, keys, fleet,
-                                             from_epoch(first_breach - 10 * w),
+                                             from_epoch(began - 10 * w),
                                              from_epoch(t + 11 * w))}
 
 
@@ -369,7 +370,7 @@ def plan_rule(rule: Rule, starts: list[int], evals: list[SeriesEval], fleet: Fle
             if states[k].state == "firing":
                 met.append(k)
             if rule.n == 1 and tr is not None and (tr == "firing") != (k in open_alerts):
-                first = _first_breach(states[k], t, w)
+                first = first_breach(states[k], t, w)
                 ev = _evidence(rule, fleet, by_key, states, [k], starts, i, first)
                 out.append(Transition(k, tr, t + w, first, ev))
                 if tr == "firing":
@@ -381,7 +382,7 @@ def plan_rule(rule: Rule, starts: list[int], evals: list[SeriesEval], fleet: Fle
             if tr is not None:
                 agreeing = met if tr == "firing" else [k for k in by_key if any(
                     by_key[k].breaches.breach[max(0, i - rule.y + 1): i + 1])] or list(by_key)
-                first = min((_first_breach(states[k], t, w) for k in agreeing), default=t)
+                first = min((first_breach(states[k], t, w) for k in agreeing), default=t)
                 ev = _evidence(rule, fleet, by_key, states, agreeing, starts, i, first)
                 ev["m_matched"] = len(by_key)
                 out.append(Transition(GROUP_KEY, tr, t + w, first, ev))
@@ -469,14 +470,6 @@ async def apply_plan(session: AsyncSession, rule: Rule, until: int, plan: RulePl
             return events
     except Conflict:
         return None
-
-
-def _first_breach(s: SeriesState, t: int, w: int) -> int:
-    """Start of the oldest breaching window in the series' last Y (its history ends at t)."""
-    for j, b in enumerate(s.history):
-        if b:
-            return t - (len(s.history) - 1 - j) * w
-    return t
 
 
 async def _transition(session: AsyncSession, rule: Rule, tr: Transition,
