@@ -1,12 +1,12 @@
 // Alerts: rules, backtests, alerts, silences, maintenance windows, channels and deliveries.
 // Maps the API's answers onto the view models the alerts components draw, so a change in the
 // API touches this file only.
-import { api, unwrap } from "./http";
+import { api as client, unwrap } from "./http";
+import type { components } from "./schema";
 
-type Result = { data?: unknown; error?: unknown; response: Response };
-type Opts = { params?: { path?: Record<string, string>; query?: Record<string, unknown> }; body?: unknown; signal?: AbortSignal };
-// The alert routes are reached through the same client (cookies, CSRF header, 401 handling).
-const client = api as unknown as Record<"GET" | "POST" | "PATCH" | "DELETE", (path: string, opts?: Opts) => Promise<Result>>;
+type S = components["schemas"];
+/** The rule body as the API types it (the editor's scope is a filter → values map). */
+const ruleBody = (d: RuleDraft): S["AlertRuleCreate"] => ({ ...d, scope: d.scope as S["AlertScope"] });
 
 export type Severity = "critical" | "warning" | "info";
 export const SEVERITIES: Severity[] = ["critical", "warning", "info"];
@@ -37,7 +37,7 @@ export interface MetricOption {
 export type Condition =
   | { type: "above" | "below"; value: number }
   | { type: "baseline"; k: number; baseline: BaselineKind }
-  | { type: "level_shift"; min_step: number; direction: ShiftDirection };
+  | { type: "level_shift"; min_step: number; direction: ShiftDirection; lookback_windows: number };
 
 /** A rule as the editor holds it and the API takes it (values in the statistic's unit). */
 export interface RuleDraft {
@@ -303,7 +303,8 @@ function toCondition(v: unknown): Condition {
   const c = obj(v);
   const type = str(c.kind ?? c.type);
   if (type === "baseline") return { type, k: num(c.k) ?? 2, baseline: c.baseline === "week_ago" ? "week_ago" : "prev_24h" };
-  if (type === "level_shift") return { type, min_step: num(c.min_step) ?? 0, direction: c.direction === "down" || c.direction === "either" ? c.direction : "up" };
+  if (type === "level_shift")
+    return { type, min_step: num(c.min_step) ?? 0, direction: c.direction === "down" || c.direction === "either" ? c.direction : "up", lookback_windows: num(c.lookback_windows) ?? 60 };
   return { type: type === "below" ? "below" : "above", value: num(c.value ?? c.threshold) ?? 0 };
 }
 
@@ -399,11 +400,11 @@ export async function getRule(id: string, signal?: AbortSignal): Promise<RuleVM>
 }
 
 export async function createRule(d: RuleDraft): Promise<RuleVM> {
-  return toRule(unwrap(await client.POST("/api/v1/alert-rules", { body: d })));
+  return toRule(unwrap(await client.POST("/api/v1/alert-rules", { body: ruleBody(d) })));
 }
 
-export async function updateRule(id: string, d: Partial<RuleDraft>): Promise<RuleVM> {
-  return toRule(unwrap(await client.PATCH("/api/v1/alert-rules/{rule_id}", { params: { path: { rule_id: id } }, body: d })));
+export async function updateRule(id: string, d: RuleDraft): Promise<RuleVM> {
+  return toRule(unwrap(await client.PATCH("/api/v1/alert-rules/{rule_id}", { params: { path: { rule_id: id } }, body: ruleBody(d) })));
 }
 
 export async function deleteRule(id: string): Promise<void> {
@@ -411,16 +412,12 @@ export async function deleteRule(id: string): Promise<void> {
 }
 
 export async function backtestRule(d: RuleDraft, signal?: AbortSignal): Promise<BacktestVM> {
-  return toBacktest(unwrap(await client.POST("/api/v1/alert-rules/backtest", { body: d, signal })));
+  return toBacktest(unwrap(await client.POST("/api/v1/alert-rules/backtest", { body: ruleBody(d), signal })));
 }
 
 export async function listAlerts(q: { state?: "firing" | "resolved"; ruleId?: string; limit?: number } = {}, signal?: AbortSignal): Promise<AlertVM[]> {
-  const query: Record<string, unknown> = {};
-  if (q.state) query.state = q.state;
-  if (q.ruleId) query.rule_id = q.ruleId;
-  if (q.limit) query.limit = q.limit;
-  const r = unwrap(await client.GET("/api/v1/alerts", { params: { query }, signal }));
-  return (Array.isArray(r) ? r : arr(obj(r).items ?? obj(r).alerts)).map(toAlert);
+  const query = { state: q.state, rule_id: q.ruleId, limit: q.limit };
+  return unwrap(await client.GET("/api/v1/alerts", { params: { query }, signal })).map(toAlert);
 }
 
 export async function getAlert(id: string, signal?: AbortSignal): Promise<AlertVM> {
@@ -440,10 +437,11 @@ export async function listChannels(signal?: AbortSignal): Promise<ChannelVM[]> {
 }
 
 /** Creates a channel; a webhook's signing secret comes back here once and never again. */
-export async function createChannel(body: { name: string; kind: ChannelType; config: Record<string, unknown> }): Promise<{ channel: ChannelVM; secret: string | null }> {
-  const r = obj(unwrap(await client.POST("/api/v1/channels", { body })));
-  const secret = r.secret ?? r.signing_secret ?? obj(r.config).secret;
-  return { channel: toChannel(r), secret: typeof secret === "string" && secret ? secret : null };
+export type ChannelCreate = S["EmailChannelCreate"] | S["SlackChannelCreate"] | S["WebhookChannelCreate"];
+
+export async function createChannel(body: ChannelCreate): Promise<{ channel: ChannelVM; secret: string | null }> {
+  const r = unwrap(await client.POST("/api/v1/channels", { body }));
+  return { channel: toChannel(r), secret: r.signing_secret || null };
 }
 
 export async function deleteChannel(id: string): Promise<void> {
@@ -458,11 +456,10 @@ export interface TestSendVM {
 /** A test send; the server's own reply (SMTP reply, HTTP status and body) comes back verbatim. */
 export async function testChannel(id: string): Promise<TestSendVM> {
   const r = await client.POST("/api/v1/channels/{channel_id}/test", { params: { path: { channel_id: id } } });
-  const body = obj(r.data ?? r.error);
-  const detail = body.detail ?? body.reply ?? body.message ?? body.error;
-  const text = typeof detail === "string" ? detail : detail !== undefined ? JSON.stringify(detail) : `HTTP ${r.response.status}`;
-  const ok = r.response.ok && body.ok !== false && body.success !== false;
-  return { ok, detail: text };
+  if (r.data) return { ok: r.data.ok, detail: r.data.detail };
+  // Not a send result (unknown channel, no right to test): the API's own message.
+  const detail = obj(r.error).detail;
+  return { ok: false, detail: typeof detail === "string" ? detail : JSON.stringify(detail ?? `HTTP ${r.response.status}`) };
 }
 
 function toDelivery(v: unknown): DeliveryVM {
@@ -484,11 +481,10 @@ function toDelivery(v: unknown): DeliveryVM {
 }
 
 export async function listDeliveries(q: { channelId?: string; alertId?: string; ruleId?: string } = {}, signal?: AbortSignal): Promise<DeliveryVM[]> {
-  const r = q.channelId
-    ? await client.GET("/api/v1/channels/{channel_id}/deliveries", { params: { path: { channel_id: q.channelId } }, signal })
-    : await client.GET("/api/v1/deliveries", { params: { query: { ...(q.alertId ? { alert_id: q.alertId } : {}), ...(q.ruleId ? { rule_id: q.ruleId } : {}) } }, signal });
-  const data = unwrap(r);
-  return (Array.isArray(data) ? data : arr(obj(data).items)).map(toDelivery);
+  const rows = q.channelId
+    ? unwrap(await client.GET("/api/v1/channels/{channel_id}/deliveries", { params: { path: { channel_id: q.channelId } }, signal }))
+    : unwrap(await client.GET("/api/v1/deliveries", { params: { query: { alert_id: q.alertId, rule_id: q.ruleId } }, signal }));
+  return rows.map(toDelivery);
 }
 
 // ---- silences and maintenance ----
@@ -520,7 +516,7 @@ export async function listSilences(signal?: AbortSignal): Promise<SilenceVM[]> {
   return arr(unwrap(await client.GET("/api/v1/silences", { signal }))).map(toSilence);
 }
 
-export async function createSilence(body: { rule_ids: string[]; matchers: Matcher[]; starts_at?: string; ends_at: string; comment: string }): Promise<SilenceVM> {
+export async function createSilence(body: S["SilenceCreate"]): Promise<SilenceVM> {
   return toSilence(unwrap(await client.POST("/api/v1/silences", { body })));
 }
 
@@ -550,7 +546,7 @@ export async function listMaintenance(signal?: AbortSignal): Promise<Maintenance
   return arr(unwrap(await client.GET("/api/v1/maintenance-windows", { signal }))).map(toMaintenance);
 }
 
-export async function createMaintenance(body: Record<string, unknown>): Promise<MaintenanceVM> {
+export async function createMaintenance(body: S["MaintenanceWindowCreate"]): Promise<MaintenanceVM> {
   return toMaintenance(unwrap(await client.POST("/api/v1/maintenance-windows", { body })));
 }
 

@@ -637,15 +637,18 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/pricing": {
+    "/api/v1/alert-rules/metrics": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        /** Get Pricing */
-        get: operations["get_pricing_api_v1_pricing_get"];
+        /**
+         * Alert Metrics
+         * @description What the rule editor can offer: metrics, their statistics, filters and conditions.
+         */
+        get: operations["alert_metrics_api_v1_alert_rules_metrics_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -654,7 +657,25 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/pricing/{provider}/{region}/{item}": {
+    "/api/v1/alert-rules": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Alert Rules */
+        get: operations["list_alert_rules_api_v1_alert_rules_get"];
+        put?: never;
+        /** Create Alert Rule */
+        post: operations["create_alert_rule_api_v1_alert_rules_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/alert-rules/backtest": {
         parameters: {
             query?: never;
             header?: never;
@@ -662,93 +683,51 @@ export interface paths {
             cookie?: never;
         };
         get?: never;
-        /** Set Price */
-        put: operations["set_price_api_v1_pricing__provider___region___item__put"];
+        put?: never;
+        /**
+         * Backtest Alert Rule
+         * @description How often the draft would have fired over the range (default: the last 7 days), each
+         *     firing's start, end, series and peak, and the evaluated windows to draw.
+         */
+        post: operations["backtest_alert_rule_api_v1_alert_rules_backtest_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/alert-rules/{rule_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Alert Rule */
+        get: operations["get_alert_rule_api_v1_alert_rules__rule_id__get"];
+        put?: never;
         post?: never;
-        /**
-         * Clear Price
-         * @description Drops the org's own figure: the shipped one applies again.
-         */
-        delete: operations["clear_price_api_v1_pricing__provider___region___item__delete"];
+        /** Delete Alert Rule */
+        delete: operations["delete_alert_rule_api_v1_alert_rules__rule_id__delete"];
         options?: never;
         head?: never;
-        patch?: never;
+        /** Update Alert Rule */
+        patch: operations["update_alert_rule_api_v1_alert_rules__rule_id__patch"];
         trace?: never;
     };
-    "/api/v1/advisors/compression": {
+    "/api/v1/alerts": {
         parameters: {
             query?: never;
             header?: never;
             path?: never;
             cookie?: never;
         };
-        get?: never;
-        put?: never;
         /**
-         * Compression Advice
-         * @description Seed 000 eq. (1), t_c·C_CPU < ΔS·(C_b + C_s), per object size of a target, from its
-         *     gzip9 and plain samples and the org's prices; with plain vs gzip9 latency by size and
-         *     the link bandwidth below which compression lowers latency.
+         * List Alerts
+         * @description Alerts, newest first, with their rule's name, severity and labels, the agreeing
+         *     series and the evidence.
          */
-        post: operations["compression_advice_api_v1_advisors_compression_post"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/advisors/replication": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Replication Advice
-         * @description Seed 000 eq. (2), N_G·C_V·ΔV̄ > F·S̄·(C_s + C_G), per object size of a target, from
-         *     its replicated-variant first-of-k GETs; std dev and p90 by number of copies.
-         */
-        post: operations["replication_advice_api_v1_advisors_replication_post"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/advisors/placement": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        get?: never;
-        put?: never;
-        /**
-         * Placement Advice
-         * @description Seed 001's five policies by Monte Carlo over the measured region RTT matrix (and TCP
-         *     throughput where measured). Answers are cached per input; small runs are simulated in
-         *     the request, large ones by the worker (202, then poll GET .../placement/{input_hash}).
-         */
-        post: operations["placement_advice_api_v1_advisors_placement_post"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/api/v1/advisors/placement/{input_hash}": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Placement Result */
-        get: operations["placement_result_api_v1_advisors_placement__input_hash__get"];
+        get: operations["list_alerts_api_v1_alerts_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -757,7 +736,68 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/advisors/timeout": {
+    "/api/v1/alerts/{alert_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Alert
+         * @description One alert with its transitions (firing, resolved) and evidence.
+         */
+        get: operations["get_alert_api_v1_alerts__alert_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/channels": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Channels */
+        get: operations["list_channels_api_v1_channels_get"];
+        put?: never;
+        /**
+         * Create Channel
+         * @description Creates an email, Slack or webhook channel. A webhook channel's `signing_secret`
+         *     (whsec_..., Standard Webhooks) is in this response only.
+         */
+        post: operations["create_channel_api_v1_channels_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/channels/{channel_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Channel */
+        get: operations["get_channel_api_v1_channels__channel_id__get"];
+        put?: never;
+        post?: never;
+        /** Delete Channel */
+        delete: operations["delete_channel_api_v1_channels__channel_id__delete"];
+        options?: never;
+        head?: never;
+        /** Update Channel */
+        patch: operations["update_channel_api_v1_channels__channel_id__patch"];
+        trace?: never;
+    };
+    "/api/v1/channels/{channel_id}/test": {
         parameters: {
             query?: never;
             header?: never;
@@ -767,19 +807,17 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Timeout Advice
-         * @description Seed 003 §1: the timeout T with P(RTT > T) ≤ tolerated false timeouts / messages, from
-         *     a pair's, a group's, a topology class's or a quorum's measured distribution (losses
-         *     count beyond every T); the samples behind it, a warning when too few, T by hour.
+         * Test Channel
+         * @description Sends a test message now and answers the server's own reply or error verbatim.
          */
-        post: operations["timeout_advice_api_v1_advisors_timeout_post"];
+        post: operations["test_channel_api_v1_channels__channel_id__test_post"];
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
         trace?: never;
     };
-    "/api/v1/advisors/rankings": {
+    "/api/v1/channels/{channel_id}/deliveries": {
         parameters: {
             query?: never;
             header?: never;
@@ -787,18 +825,115 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Rankings Advice
-         * @description Providers, regions or pairs ranked by a measured statistic, each with its 95%
-         *     confidence interval (order statistics for percentiles, widened by the sketch's 1% when
-         *     read from rollups; normal for means; Wilson for loss rates).
+         * List Channel Deliveries
+         * @description The channel's delivery log, newest first: state, attempts, the server's reply or
+         *     the last error.
          */
-        get: operations["rankings_advice_api_v1_advisors_rankings_get"];
+        get: operations["list_channel_deliveries_api_v1_channels__channel_id__deliveries_get"];
         put?: never;
         post?: never;
         delete?: never;
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Deliveries
+         * @description Deliveries of the org, newest first, by alert, rule or state.
+         */
+        get: operations["list_deliveries_api_v1_deliveries_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/silences": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Silences */
+        get: operations["list_silences_api_v1_silences_get"];
+        put?: never;
+        /**
+         * Create Silence
+         * @description Mutes notifications of the rules matched by rule_ids and/or label matchers (rules
+         *     carry their labels plus alertname, severity and rule_id) from starts_at to ends_at.
+         */
+        post: operations["create_silence_api_v1_silences_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/silences/{silence_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Expire Silence
+         * @description Expires the silence now (it stays in the history).
+         */
+        delete: operations["expire_silence_api_v1_silences__silence_id__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/maintenance-windows": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Maintenance Windows */
+        get: operations["list_maintenance_windows_api_v1_maintenance_windows_get"];
+        put?: never;
+        /** Create Maintenance Window */
+        post: operations["create_maintenance_window_api_v1_maintenance_windows_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/maintenance-windows/{window_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete Maintenance Window */
+        delete: operations["delete_maintenance_window_api_v1_maintenance_windows__window_id__delete"];
+        options?: never;
+        head?: never;
+        /** Update Maintenance Window */
+        patch: operations["update_maintenance_window_api_v1_maintenance_windows__window_id__patch"];
         trace?: never;
     };
 }
@@ -919,6 +1054,404 @@ export interface components {
             mesh_address?: string | null;
             metadata?: components["schemas"]["AgentMetadata"] | null;
         };
+        /** AlertDetail */
+        AlertDetail: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Rule Id
+             * Format: uuid
+             */
+            rule_id: string;
+            /** Rule Name */
+            rule_name: string;
+            /**
+             * Severity
+             * @enum {string}
+             */
+            severity: "critical" | "warning" | "info";
+            /** Labels */
+            labels: {
+                [key: string]: string;
+            };
+            /** Metric */
+            metric: string;
+            /** Statistic */
+            statistic: string;
+            /** Group Key */
+            group_key: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "firing" | "resolved";
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /** Resolved At */
+            resolved_at: string | null;
+            /**
+             * Series
+             * @description agreeing series: agents, pair, target
+             */
+            series: {
+                [key: string]: unknown;
+            }[];
+            /** Dashboard Path */
+            dashboard_path: string | null;
+            /** Evidence */
+            evidence: {
+                [key: string]: unknown;
+            };
+            /** Events */
+            events: components["schemas"]["AlertEventPublic"][];
+        };
+        /** AlertEventPublic */
+        AlertEventPublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "firing" | "resolved";
+            /**
+             * At
+             * Format: date-time
+             */
+            at: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Evidence */
+            evidence: {
+                [key: string]: unknown;
+            };
+        };
+        /** AlertPublic */
+        AlertPublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Rule Id
+             * Format: uuid
+             */
+            rule_id: string;
+            /** Rule Name */
+            rule_name: string;
+            /**
+             * Severity
+             * @enum {string}
+             */
+            severity: "critical" | "warning" | "info";
+            /** Labels */
+            labels: {
+                [key: string]: string;
+            };
+            /** Metric */
+            metric: string;
+            /** Statistic */
+            statistic: string;
+            /** Group Key */
+            group_key: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "firing" | "resolved";
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /** Resolved At */
+            resolved_at: string | null;
+            /**
+             * Series
+             * @description agreeing series: agents, pair, target
+             */
+            series: {
+                [key: string]: unknown;
+            }[];
+            /** Dashboard Path */
+            dashboard_path: string | null;
+            /** Evidence */
+            evidence: {
+                [key: string]: unknown;
+            };
+        };
+        /** AlertRuleCreate */
+        AlertRuleCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /**
+             * Severity
+             * @default warning
+             * @enum {string}
+             */
+            severity: "critical" | "warning" | "info";
+            /** Labels */
+            labels?: {
+                [key: string]: string;
+            };
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * Metric
+             * @description see GET /alert-rules/metrics
+             */
+            metric: string;
+            /**
+             * Statistic
+             * @description p50 ... p99.999, mean, std, loss_rate, ...
+             */
+            statistic: string;
+            scope?: components["schemas"]["AlertScope"];
+            /** Window S */
+            window_s: number;
+            /** Condition */
+            condition: components["schemas"]["ThresholdCondition"] | components["schemas"]["BaselineCondition"] | components["schemas"]["LevelShiftCondition"];
+            /**
+             * X
+             * @description breaching windows needed ...
+             * @default 1
+             */
+            x: number;
+            /**
+             * Y
+             * @description ... among the last y consecutive windows
+             * @default 1
+             */
+            y: number;
+            /**
+             * N
+             * @description series that must agree before it fires
+             * @default 1
+             */
+            n: number;
+            /**
+             * M
+             * @description series expected in scope
+             */
+            m?: number | null;
+            /** Channel Ids */
+            channel_ids?: string[];
+            /** Reminder Interval S */
+            reminder_interval_s?: number | null;
+        };
+        /** AlertRulePublic */
+        AlertRulePublic: {
+            /**
+             * Name
+             * @default
+             */
+            name: string;
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /**
+             * Severity
+             * @default warning
+             * @enum {string}
+             */
+            severity: "critical" | "warning" | "info";
+            /** Labels */
+            labels?: {
+                [key: string]: string;
+            };
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * Metric
+             * @description see GET /alert-rules/metrics
+             */
+            metric: string;
+            /**
+             * Statistic
+             * @description p50 ... p99.999, mean, std, loss_rate, ...
+             */
+            statistic: string;
+            scope?: {
+                [key: string]: unknown;
+            };
+            /** Window S */
+            window_s: number;
+            /** Condition */
+            condition: components["schemas"]["ThresholdCondition"] | components["schemas"]["BaselineCondition"] | components["schemas"]["LevelShiftCondition"];
+            /**
+             * X
+             * @description breaching windows needed ...
+             * @default 1
+             */
+            x: number;
+            /**
+             * Y
+             * @description ... among the last y consecutive windows
+             * @default 1
+             */
+            y: number;
+            /**
+             * N
+             * @description series that must agree before it fires
+             * @default 1
+             */
+            n: number;
+            /**
+             * M
+             * @description series expected in scope
+             */
+            m?: number | null;
+            /** Channel Ids */
+            channel_ids?: string[];
+            /** Reminder Interval S */
+            reminder_interval_s?: number | null;
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Org Id
+             * Format: uuid
+             */
+            org_id: string;
+            /** Created By */
+            created_by: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /** Evaluated Until */
+            evaluated_until: string | null;
+            /**
+             * Firing
+             * @description alerts of this rule firing now
+             * @default 0
+             */
+            firing: number;
+        };
+        /** AlertRuleUpdate */
+        AlertRuleUpdate: {
+            /** Name */
+            name?: string | null;
+            /** Description */
+            description?: string | null;
+            /** Severity */
+            severity?: ("critical" | "warning" | "info") | null;
+            /** Labels */
+            labels?: {
+                [key: string]: string;
+            } | null;
+            /** Enabled */
+            enabled?: boolean | null;
+            /** Metric */
+            metric?: string | null;
+            /** Statistic */
+            statistic?: string | null;
+            scope?: components["schemas"]["AlertScope"] | null;
+            /** Window S */
+            window_s?: number | null;
+            /** Condition */
+            condition?: (components["schemas"]["ThresholdCondition"] | components["schemas"]["BaselineCondition"] | components["schemas"]["LevelShiftCondition"]) | null;
+            /** X */
+            x?: number | null;
+            /** Y */
+            y?: number | null;
+            /** N */
+            n?: number | null;
+            /** M */
+            m?: number | null;
+            /** Channel Ids */
+            channel_ids?: string[] | null;
+            /** Reminder Interval S */
+            reminder_interval_s?: number | null;
+        };
+        /**
+         * AlertScope
+         * @description The analysis API's filters: one rule watches every series they match.
+         */
+        AlertScope: {
+            /**
+             * Agents
+             * @description every agent of a series must be one of these
+             */
+            agents?: string[] | null;
+            /**
+             * Src
+             * @description source agents (the agent of quorum/storage)
+             */
+            src?: string[] | null;
+            /**
+             * Dst
+             * @description destination agents (pair series)
+             */
+            dst?: string[] | null;
+            /** Regions */
+            regions?: string[] | null;
+            /** Zones */
+            zones?: string[] | null;
+            /** Providers */
+            providers?: string[] | null;
+            /** Topology Class */
+            topology_class?: string[] | null;
+            /** Payload Bytes */
+            payload_bytes?: number[] | null;
+            /**
+             * Target
+             * @description storage target ids
+             */
+            target?: string[] | null;
+            /** Op */
+            op?: string[] | null;
+            /** Variant */
+            variant?: string[] | null;
+            /** Content */
+            content?: string[] | null;
+            /** Size Bytes */
+            size_bytes?: number[] | null;
+            /** Copies */
+            copies?: number[] | null;
+            /** Concurrency */
+            concurrency?: number[] | null;
+            /** Group Name */
+            group_name?: string[] | null;
+            /** Proto */
+            proto?: string[] | null;
+            /** Direction */
+            direction?: string[] | null;
+        };
         /** ApiKeyCreate */
         ApiKeyCreate: {
             /** Name */
@@ -1007,6 +1540,190 @@ export interface components {
              */
             pairs: components["schemas"]["AsymmetryPair"][];
         };
+        /** BacktestFiring */
+        BacktestFiring: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /**
+             * End
+             * @description None: still firing at the end of the range
+             */
+            end: string | null;
+            /** Series */
+            series: {
+                [key: string]: unknown;
+            }[];
+            /** Peak */
+            peak: number | null;
+        };
+        /** BacktestRequest */
+        BacktestRequest: {
+            /**
+             * Name
+             * @default
+             */
+            name: string;
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /**
+             * Severity
+             * @default warning
+             * @enum {string}
+             */
+            severity: "critical" | "warning" | "info";
+            /** Labels */
+            labels?: {
+                [key: string]: string;
+            };
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * Metric
+             * @description see GET /alert-rules/metrics
+             */
+            metric: string;
+            /**
+             * Statistic
+             * @description p50 ... p99.999, mean, std, loss_rate, ...
+             */
+            statistic: string;
+            scope?: components["schemas"]["AlertScope"];
+            /** Window S */
+            window_s: number;
+            /** Condition */
+            condition: components["schemas"]["ThresholdCondition"] | components["schemas"]["BaselineCondition"] | components["schemas"]["LevelShiftCondition"];
+            /**
+             * X
+             * @description breaching windows needed ...
+             * @default 1
+             */
+            x: number;
+            /**
+             * Y
+             * @description ... among the last y consecutive windows
+             * @default 1
+             */
+            y: number;
+            /**
+             * N
+             * @description series that must agree before it fires
+             * @default 1
+             */
+            n: number;
+            /**
+             * M
+             * @description series expected in scope
+             */
+            m?: number | null;
+            /** Channel Ids */
+            channel_ids?: string[];
+            /** Reminder Interval S */
+            reminder_interval_s?: number | null;
+            /**
+             * From
+             * @description UTC; default to - 7 days
+             */
+            from?: string | null;
+            /**
+             * To
+             * @description UTC; default now
+             */
+            to?: string | null;
+        };
+        /** BacktestResult */
+        BacktestResult: {
+            /**
+             * From
+             * Format: date-time
+             */
+            from: string;
+            /**
+             * To
+             * Format: date-time
+             */
+            to: string;
+            /** Window S */
+            window_s: number;
+            /**
+             * Draw Step S
+             * @description each drawn point covers this span (its worst value)
+             */
+            draw_step_s: number;
+            /** Count */
+            count: number;
+            /** Firings */
+            firings: components["schemas"]["BacktestFiring"][];
+            /** Series */
+            series: components["schemas"]["BacktestSeries"][];
+            /** Series Total */
+            series_total: number;
+            /** Source */
+            source: {
+                [key: string]: unknown;
+            };
+            /** Notes */
+            notes: string[];
+            /** Elapsed Ms */
+            elapsed_ms: number;
+        };
+        /** BacktestSeries */
+        BacktestSeries: {
+            /** Key */
+            key: string;
+            /** Name */
+            name: string;
+            /** Labels */
+            labels: {
+                [key: string]: unknown;
+            };
+            /** Windows */
+            windows: components["schemas"]["BacktestWindow"][];
+            /** Breaches */
+            breaches: number;
+        };
+        /** BacktestWindow */
+        BacktestWindow: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /** Value */
+            value: number | null;
+            /** Threshold */
+            threshold: number | null;
+            /** Breach */
+            breach: boolean;
+        };
+        /** BaselineCondition */
+        BaselineCondition: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "baseline";
+            /**
+             * K
+             * @description fires above k x the baseline
+             */
+            k: number;
+            /**
+             * Baseline
+             * @description the statistic over the 24 h before the window's hour, or over the same hour one week earlier
+             * @default prev_24h
+             * @enum {string}
+             */
+            baseline: "prev_24h" | "week_ago";
+        };
         /** Box */
         Box: {
             /** Count */
@@ -1064,163 +1781,121 @@ export interface components {
             /** Fraction */
             fraction: number;
         };
+        /** ChannelCreated */
+        ChannelCreated: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Name */
+            name: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "email" | "slack" | "webhook";
+            /** Enabled */
+            enabled: boolean;
+            /**
+             * Config
+             * @description non-secret settings; secrets as has_* flags
+             */
+            config: {
+                [key: string]: unknown;
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            /**
+             * Signing Secret
+             * @description webhooks: the whsec_ signing secret, shown only now
+             */
+            signing_secret?: string | null;
+        };
+        /** ChannelPublic */
+        ChannelPublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Name */
+            name: string;
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "email" | "slack" | "webhook";
+            /** Enabled */
+            enabled: boolean;
+            /**
+             * Config
+             * @description non-secret settings; secrets as has_* flags
+             */
+            config: {
+                [key: string]: unknown;
+            };
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** ChannelTestResult */
+        ChannelTestResult: {
+            /** Ok */
+            ok: boolean;
+            /**
+             * Permanent
+             * @description on failure: would retrying help
+             */
+            permanent?: boolean | null;
+            /**
+             * Detail
+             * @description the server's own reply: SMTP code and text, or HTTP status and body excerpt
+             */
+            detail: string;
+        };
+        /**
+         * ChannelUpdate
+         * @description Fields given replace the stored ones; config keys given are merged into the stored
+         *     config (a password, URL or CA left out keeps the stored one).
+         */
+        ChannelUpdate: {
+            /** Name */
+            name?: string | null;
+            /** Enabled */
+            enabled?: boolean | null;
+            /** Config */
+            config?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * Rotate Signing Secret
+             * @description webhooks: issue a new signing secret
+             * @default false
+             */
+            rotate_signing_secret: boolean;
+        };
         /** Component */
         Component: {
             /** Ok */
             ok: boolean;
             /** Detail */
             detail: string;
-        };
-        /** CompressionIn */
-        CompressionIn: {
-            /**
-             * Start
-             * @description UTC; default end − 7 days
-             */
-            start?: string | null;
-            /**
-             * End
-             * @description UTC; default now (to the minute)
-             */
-            end?: string | null;
-            /**
-             * Target Id
-             * Format: uuid
-             */
-            target_id: string;
-            /**
-             * Content
-             * @default text
-             * @enum {string}
-             */
-            content: "text" | "binary";
-            /**
-             * Transfer
-             * @description the billed link each transfer crosses (C_b)
-             * @default internet
-             * @enum {string}
-             */
-            transfer: "internet" | "inter_region";
-            /**
-             * Transfers
-             * @description billed transfers per object (C_b multiplier)
-             * @default 1
-             */
-            transfers: number;
-            /**
-             * Months Stored
-             * @description months each object is kept (C_s multiplier)
-             * @default 1
-             */
-            months_stored: number;
-            /**
-             * Cpu Provider
-             * @description where compression runs; default the target's provider and region
-             */
-            cpu_provider?: string | null;
-            /** Cpu Region */
-            cpu_region?: string | null;
-        };
-        /** CompressionOut */
-        CompressionOut: {
-            /**
-             * Status
-             * @enum {string}
-             */
-            status: "ok" | "insufficient_data";
-            /**
-             * Missing
-             * @default []
-             */
-            missing: string[];
-            target: components["schemas"]["TargetRef"];
-            /** Content */
-            content: string;
-            /** Transfer */
-            transfer: string;
-            /** Transfers */
-            transfers: number;
-            /** Months Stored */
-            months_stored: number;
-            source: components["schemas"]["SourceInfo"];
-            /** Prices */
-            prices: {
-                [key: string]: unknown;
-            };
-            /** Sizes */
-            sizes: components["schemas"]["CompressionSize"][];
-            /** Bandwidth Basis */
-            bandwidth_basis: {
-                [key: string]: boolean;
-            };
-        };
-        /** CompressionSize */
-        CompressionSize: {
-            /** Size Bytes */
-            size_bytes: number;
-            /**
-             * Stored Bytes
-             * @description mean gzip9 size
-             */
-            stored_bytes: number | null;
-            /** Plain Put Ms */
-            plain_put_ms: number | null;
-            /** Plain Get Ms */
-            plain_get_ms: number | null;
-            /** Gzip Put Ms */
-            gzip_put_ms: number | null;
-            /** Gzip Get Ms */
-            gzip_get_ms: number | null;
-            /** Samples */
-            samples: number;
-            /**
-             * T C S
-             * @description compression + decompression time per object
-             */
-            t_c_s: number | null;
-            /**
-             * T C Clamped
-             * @description the measured t_c came out negative (gzip9 faster than plain beyond the saved transfer) and is taken as 0
-             * @default false
-             */
-            t_c_clamped: boolean;
-            /** Delta Bytes */
-            delta_bytes: number | null;
-            /**
-             * Break Even Bps
-             * @description link bandwidth (bit/s) below which compression lowers latency
-             */
-            break_even_bps: number | null;
-            /** Link Bps Measured */
-            link_bps_measured?: {
-                [key: string]: number | null;
-            } | null;
-            terms: components["schemas"]["CompressionTermsOut"] | null;
-        };
-        /** CompressionTermsOut */
-        CompressionTermsOut: {
-            /** T C S */
-            t_c_s: number;
-            /** C Cpu Per S */
-            c_cpu_per_s: number;
-            /** Delta S Gb */
-            delta_s_gb: number;
-            /** C B Per Gb */
-            c_b_per_gb: number;
-            /** C S Per Gb */
-            c_s_per_gb: number;
-            /**
-             * Lhs Usd
-             * @description t_c · C_CPU
-             */
-            lhs_usd: number;
-            /**
-             * Rhs Usd
-             * @description ΔS · (C_b + C_s)
-             */
-            rhs_usd: number;
-            /** Pays */
-            pays: boolean;
         };
         /** Concurrency */
         Concurrency: {
@@ -1269,21 +1944,6 @@ export interface components {
              * @default 30000
              */
             max_wait_ms: number;
-        };
-        /** CopiesStats */
-        CopiesStats: {
-            /** Copies */
-            copies: number;
-            /** Count */
-            count: number;
-            /** Std Ms */
-            std_ms: number | null;
-            /** P90 Ms */
-            p90_ms: number | null;
-            /** Mean Ms */
-            mean_ms: number | null;
-            /** Failures */
-            failures: number;
         };
         /**
          * CredentialsPublic
@@ -1369,6 +2029,65 @@ export interface components {
             /** Days */
             days: components["schemas"]["DailyMedianDay"][];
         };
+        /** DeliveryPublic */
+        DeliveryPublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Notification Id
+             * Format: uuid
+             */
+            notification_id: string;
+            /**
+             * Notification Kind
+             * @enum {string}
+             */
+            notification_kind: "firing" | "resolved" | "reminder";
+            /**
+             * Channel Id
+             * Format: uuid
+             */
+            channel_id: string;
+            /** Channel Name */
+            channel_name: string;
+            /** Channel Kind */
+            channel_kind: string;
+            /**
+             * Rule Id
+             * Format: uuid
+             */
+            rule_id: string;
+            /** Rule Name */
+            rule_name: string;
+            /** Alert Ids */
+            alert_ids: string[];
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "pending" | "sending" | "sent" | "failed";
+            /** Attempts */
+            attempts: number;
+            /**
+             * Next Attempt At
+             * Format: date-time
+             */
+            next_attempt_at: string;
+            /** Last Error */
+            last_error: string | null;
+            /** Response */
+            response: string | null;
+            /** Sent At */
+            sent_at: string | null;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+        };
         /** Detour */
         Detour: {
             /** Src */
@@ -1432,6 +2151,61 @@ export interface components {
             tail_fraction: number | null;
             /** Tail Cdf */
             tail_cdf: components["schemas"]["CdfPoint"][] | null;
+        };
+        /** EmailChannelCreate */
+        EmailChannelCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "email";
+            config: components["schemas"]["EmailConfigIn"];
+        };
+        /** EmailConfigIn */
+        EmailConfigIn: {
+            /**
+             * Host
+             * @description SMTP server hostname or IP
+             */
+            host: string;
+            /**
+             * Port
+             * @default 587
+             */
+            port: number;
+            /**
+             * Security
+             * @description STARTTLS upgrade, implicit TLS (465), or none
+             * @default starttls
+             * @enum {string}
+             */
+            security: "starttls" | "tls" | "none";
+            /** Username */
+            username?: string | null;
+            /**
+             * Password
+             * @description write-only
+             */
+            password?: string | null;
+            /**
+             * From Address
+             * Format: email
+             */
+            from_address: string;
+            /** To Addresses */
+            to_addresses: string[];
+            /**
+             * Ca Cert Pem
+             * @description PEM CA bundle to trust (private CAs)
+             */
+            ca_cert_pem?: string | null;
         };
         /** EnrollRequest */
         EnrollRequest: {
@@ -1593,7 +2367,6 @@ export interface components {
             redis: components["schemas"]["Component"];
             worker: components["schemas"]["Component"];
             beat: components["schemas"]["Component"];
-            rollups: components["schemas"]["Rollups"];
         };
         /** HeatmapCell */
         HeatmapCell: {
@@ -1633,19 +2406,6 @@ export interface components {
             /** Count */
             count: number;
         };
-        /** HourTimeout */
-        HourTimeout: {
-            /** Hour */
-            hour: number;
-            /** Samples */
-            samples: number;
-            /** Timeout Us */
-            timeout_us: number | null;
-            /** Timeout Ms */
-            timeout_ms: number | null;
-            /** Warning */
-            warning: string | null;
-        };
         /** IngestAccepted */
         IngestAccepted: {
             /**
@@ -1682,24 +2442,6 @@ export interface components {
             /** Service Account Json */
             service_account_json?: string | null;
         };
-        /** KindBacklog */
-        KindBacklog: {
-            /**
-             * Dirty Minutes
-             * @description Minutes marked for a re-roll (late samples)
-             */
-            dirty_minutes: number;
-            /**
-             * Oldest Unrolled At
-             * @description The oldest sample not yet in the minute rollups (a marked minute counts from its start); null when every sample is rolled up
-             */
-            oldest_unrolled_at: string | null;
-            /**
-             * Rolled Until
-             * @description The minute pass's watermark; null before its first pass
-             */
-            rolled_until: string | null;
-        };
         /** LevelShift */
         LevelShift: {
             /**
@@ -1715,6 +2457,31 @@ export interface components {
             level_before: number;
             /** Level After */
             level_after: number;
+        };
+        /** LevelShiftCondition */
+        LevelShiftCondition: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "level_shift";
+            /**
+             * Min Step
+             * @description smallest step between levels, metric's unit
+             */
+            min_step: number;
+            /**
+             * Direction
+             * @default up
+             * @enum {string}
+             */
+            direction: "up" | "down" | "either";
+            /**
+             * Lookback Windows
+             * @description windows the change-point detector sees; a shift stays a breach this many windows
+             * @default 60
+             */
+            lookback_windows: number;
         };
         /** LevelShiftResponse */
         LevelShiftResponse: {
@@ -1741,6 +2508,131 @@ export interface components {
             email: string;
             /** Password */
             password: string;
+        };
+        /**
+         * MaintenanceWindowCreate
+         * @description One-off: starts_at and ends_at (or duration_s). Recurring: starts_at (the first
+         *     occurrence), rrule and duration_s; occurrences keep their local wall-clock time in
+         *     `timezone` across DST changes. Naive times are read in `timezone`.
+         */
+        MaintenanceWindowCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Timezone
+             * @default UTC
+             */
+            timezone: string;
+            /**
+             * Starts At
+             * Format: date-time
+             */
+            starts_at: string;
+            /** Ends At */
+            ends_at?: string | null;
+            /** Duration S */
+            duration_s?: number | null;
+            /**
+             * Rrule
+             * @example FREQ=WEEKLY;BYDAY=SU
+             */
+            rrule?: string | null;
+            /** Rule Ids */
+            rule_ids?: string[];
+            /** Matchers */
+            matchers?: components["schemas"]["Matcher"][];
+            /**
+             * Comment
+             * @default
+             */
+            comment: string;
+        };
+        /** MaintenanceWindowPublic */
+        MaintenanceWindowPublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Name */
+            name: string;
+            /** Timezone */
+            timezone: string;
+            /**
+             * Starts At
+             * Format: date-time
+             */
+            starts_at: string;
+            /**
+             * Ends At
+             * @description one-off windows: their end
+             */
+            ends_at: string | null;
+            /** Duration S */
+            duration_s: number;
+            /** Rrule */
+            rrule: string | null;
+            /** Rule Ids */
+            rule_ids: string[];
+            /** Matchers */
+            matchers: components["schemas"]["Matcher"][];
+            /** Comment */
+            comment: string;
+            /** Created By */
+            created_by: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Active Now */
+            active_now: boolean;
+            /**
+             * Next Start
+             * @description the next occurrence's start, UTC
+             */
+            next_start: string | null;
+        };
+        /** MaintenanceWindowUpdate */
+        MaintenanceWindowUpdate: {
+            /** Name */
+            name?: string | null;
+            /** Timezone */
+            timezone?: string | null;
+            /** Starts At */
+            starts_at?: string | null;
+            /** Ends At */
+            ends_at?: string | null;
+            /** Duration S */
+            duration_s?: number | null;
+            /**
+             * Rrule
+             * @description empty string makes the window one-off
+             */
+            rrule?: string | null;
+            /** Rule Ids */
+            rule_ids?: string[] | null;
+            /** Matchers */
+            matchers?: components["schemas"]["Matcher"][] | null;
+            /** Comment */
+            comment?: string | null;
+        };
+        /**
+         * Matcher
+         * @description A label matcher. Rules carry their labels plus `alertname` (the rule's name),
+         *     `severity` and `rule_id`.
+         */
+        Matcher: {
+            /** Label */
+            label: string;
+            /**
+             * Op
+             * @default =
+             * @enum {string}
+             */
+            op: "=" | "!=" | "=~" | "!~";
+            /** Value */
+            value: string;
         };
         /** Me */
         Me: {
@@ -1782,6 +2674,38 @@ export interface components {
              * @default 1000
              */
             timeout_ms: number;
+        };
+        /** MetricInfo */
+        MetricInfo: {
+            /** Name */
+            name: string;
+            /** Title */
+            title: string;
+            /** Unit */
+            unit: string;
+            /** Statistics */
+            statistics: string[];
+            /** Filters */
+            filters: string[];
+            /** Conditions */
+            conditions: string[];
+        };
+        /** MetricsCatalog */
+        MetricsCatalog: {
+            /** Metrics */
+            metrics: components["schemas"]["MetricInfo"][];
+            /** Conditions */
+            conditions: string[];
+            /** Baselines */
+            baselines: string[];
+            /** Directions */
+            directions: string[];
+            /** Severities */
+            severities: string[];
+            /** Window S */
+            window_s: {
+                [key: string]: number;
+            };
         };
         /**
          * NoCredentials
@@ -1835,190 +2759,6 @@ export interface components {
              * @description amplitude of the sinusoid at this period
              */
             amplitude: number;
-        };
-        /** PlacementData */
-        PlacementData: {
-            /** Rtt Mean Ms */
-            rtt_mean_ms: (number | null)[][];
-            /** Samples */
-            samples: number[][];
-            /** Throughput Bps */
-            throughput_bps: (number | null)[][];
-            /** Notes */
-            notes: string[];
-            source: components["schemas"]["SourceInfo"];
-        };
-        /** PlacementIn */
-        PlacementIn: {
-            /**
-             * Start
-             * @description UTC; default end − 7 days
-             */
-            start?: string | null;
-            /**
-             * End
-             * @description UTC; default now (to the minute)
-             */
-            end?: string | null;
-            /** Regions */
-            regions: string[];
-            /** Uploader */
-            uploader: string;
-            /** Downloader */
-            downloader: string;
-            /** File Bytes */
-            file_bytes: number;
-            /** Block Bytes */
-            block_bytes: number;
-            /**
-             * Trials
-             * @default 10000
-             */
-            trials: number;
-            /**
-             * Seed
-             * @default 1
-             */
-            seed: number;
-        };
-        /** PlacementOut */
-        PlacementOut: {
-            /**
-             * Status
-             * @enum {string}
-             */
-            status: "ok" | "insufficient_data" | "pending" | "failed";
-            /** Input Hash */
-            input_hash: string;
-            /**
-             * Cached
-             * @default false
-             */
-            cached: boolean;
-            /** Computed By */
-            computed_by?: ("api" | "worker") | null;
-            /**
-             * Missing
-             * @default []
-             */
-            missing: string[];
-            /** Error */
-            error?: string | null;
-            result?: components["schemas"]["PlacementResult"] | null;
-            data?: components["schemas"]["PlacementData"] | null;
-        };
-        /** PlacementResult */
-        PlacementResult: {
-            /** Regions */
-            regions: string[];
-            /** Uploader */
-            uploader: string;
-            /** Downloader */
-            downloader: string;
-            /** Block Bytes */
-            block_bytes: number;
-            /** File Bytes */
-            file_bytes: number;
-            /** Blocks */
-            blocks: number;
-            /** Trials */
-            trials: number;
-            /** Policies */
-            policies: components["schemas"]["PolicyResult"][];
-            /** Throughput Measured */
-            throughput_measured: boolean;
-        };
-        /** PolicyResult */
-        PolicyResult: {
-            /**
-             * Policy
-             * @enum {string}
-             */
-            policy: "random" | "two_random" | "local" | "local_closest" | "local_farthest";
-            /** Upload Ms */
-            upload_ms: number;
-            /** Upload Std Ms */
-            upload_std_ms: number;
-            /** Download Ms */
-            download_ms: number;
-            /** Download Std Ms */
-            download_std_ms: number;
-            /** Download P90 Ms */
-            download_p90_ms: number;
-            /** Blocks Read In Downloader Region */
-            blocks_read_in_downloader_region: number;
-            /** Download Rank */
-            download_rank: number;
-        };
-        /** PriceFigure */
-        PriceFigure: {
-            /** Provider */
-            provider: string;
-            /** Region */
-            region: string;
-            /**
-             * Item
-             * @enum {string}
-             */
-            item: "egress_inter_region_per_gb" | "egress_internet_per_gb" | "storage_per_gb_month" | "put_per_1k" | "get_per_1k" | "list_per_1k" | "cpu_per_hour";
-            /** Price Usd */
-            price_usd: number;
-            /**
-             * Effective Date
-             * Format: date
-             */
-            effective_date: string;
-            /** Source */
-            source: string;
-            /**
-             * Origin
-             * @description org: the org's own figure
-             * @enum {string}
-             */
-            origin: "shipped" | "org";
-            /**
-             * Shipped Price Usd
-             * @description the shipped figure it overrides
-             */
-            shipped_price_usd: number | null;
-        };
-        /** PriceIn */
-        PriceIn: {
-            /**
-             * Price Usd
-             * @description USD in the item's unit
-             */
-            price_usd: number;
-            /**
-             * Source
-             * @description where the figure comes from (a contract, a page, a date)
-             */
-            source: string;
-            /**
-             * Effective Date
-             * @description default today
-             */
-            effective_date?: string | null;
-        };
-        /** PricingCatalog */
-        PricingCatalog: {
-            /**
-             * Catalog Date
-             * Format: date
-             * @description when the shipped figures were listed
-             */
-            catalog_date: string;
-            /** Note */
-            note: string;
-            /**
-             * Items
-             * @description item → unit and meaning
-             */
-            items: {
-                [key: string]: string;
-            };
-            /** Figures */
-            figures: components["schemas"]["PriceFigure"][];
         };
         /** ProfilePoint */
         ProfilePoint: {
@@ -2118,59 +2858,6 @@ export interface components {
             quorum: string;
             box: components["schemas"]["BoxStats"];
         };
-        /** RankRow */
-        RankRow: {
-            /** Key */
-            key: string;
-            /** Rank */
-            rank: number | null;
-            /** Value */
-            value: number | null;
-            /** Ci Low */
-            ci_low: number | null;
-            /** Ci High */
-            ci_high: number | null;
-            /**
-             * Ci Method
-             * @description normal, order_statistic, order_statistic_sketch, chi_square or wilson (95%)
-             */
-            ci_method: string | null;
-            /** Count */
-            count: number;
-            /** Samples */
-            samples: number;
-            /**
-             * Overlaps Previous
-             * @description its interval overlaps the one ranked above
-             */
-            overlaps_previous: boolean;
-        };
-        /** RankingOut */
-        RankingOut: {
-            /**
-             * Status
-             * @enum {string}
-             */
-            status: "ok" | "insufficient_data";
-            /**
-             * Missing
-             * @default []
-             */
-            missing: string[];
-            /** Kind */
-            kind: string;
-            /** Level */
-            level: string;
-            /** Stat */
-            stat: string;
-            /** Unit */
-            unit?: string | null;
-            /** Order */
-            order?: string | null;
-            source: components["schemas"]["SourceInfo"];
-            /** Rows */
-            rows: components["schemas"]["RankRow"][];
-        };
         /** Replication */
         Replication: {
             /**
@@ -2185,59 +2872,6 @@ export interface components {
             copies: number;
             /** Sizes Bytes */
             sizes_bytes?: number[] | null;
-        };
-        /** ReplicationIn */
-        ReplicationIn: {
-            /**
-             * Start
-             * @description UTC; default end − 7 days
-             */
-            start?: string | null;
-            /**
-             * End
-             * @description UTC; default now (to the minute)
-             */
-            end?: string | null;
-            /**
-             * Target Id
-             * Format: uuid
-             */
-            target_id: string;
-            /**
-             * Gets Per Month
-             * @description N_G
-             */
-            gets_per_month: number;
-            /**
-             * Value Per Ms Usd
-             * @description C_V: what one ms less standard deviation is worth to you, per GET (USD)
-             */
-            value_per_ms_usd: number;
-        };
-        /** ReplicationOut */
-        ReplicationOut: {
-            /**
-             * Status
-             * @enum {string}
-             */
-            status: "ok" | "insufficient_data";
-            /**
-             * Missing
-             * @default []
-             */
-            missing: string[];
-            target: components["schemas"]["TargetRef"];
-            /** Gets Per Month */
-            gets_per_month: number;
-            /** Value Per Ms */
-            value_per_ms: number;
-            /** Prices */
-            prices: {
-                [key: string]: number | null;
-            };
-            source: components["schemas"]["SourceInfo"];
-            /** Sizes */
-            sizes: components["schemas"]["ReplicationSize"][];
         };
         /** ReplicationRow */
         ReplicationRow: {
@@ -2258,63 +2892,6 @@ export interface components {
             p90_ms: number | null;
             /** Mean Ms */
             mean_ms: number | null;
-        };
-        /** ReplicationSize */
-        ReplicationSize: {
-            /** Size Bytes */
-            size_bytes: number;
-            /** Copies */
-            copies: number;
-            /** By Copies */
-            by_copies: components["schemas"]["CopiesStats"][];
-            /** Delta V Ms */
-            delta_v_ms?: number | null;
-            terms: components["schemas"]["ReplicationTermsOut"] | null;
-            /** Note */
-            note?: string | null;
-        };
-        /** ReplicationTermsOut */
-        ReplicationTermsOut: {
-            /** N G */
-            n_g: number;
-            /** C V Per Ms */
-            c_v_per_ms: number;
-            /** Delta V Ms */
-            delta_v_ms: number;
-            /** F */
-            f: number;
-            /** S Gb */
-            s_gb: number;
-            /** C S Per Gb */
-            c_s_per_gb: number;
-            /** C G Per Gb */
-            c_g_per_gb: number;
-            /**
-             * Lhs Usd
-             * @description N_G · C_V · ΔV̄
-             */
-            lhs_usd: number;
-            /**
-             * Rhs Usd
-             * @description F · S̄ · (C_s + C_G)
-             */
-            rhs_usd: number;
-            /** Pays */
-            pays: boolean;
-        };
-        /** Rollups */
-        Rollups: {
-            /**
-             * Ok
-             * @description Whether the backlog could be read (a backlog is not a failure: the worker drains it a bounded amount per pass)
-             */
-            ok: boolean;
-            /** Detail */
-            detail: string;
-            /** Kinds */
-            kinds: {
-                [key: string]: components["schemas"]["KindBacklog"];
-            };
         };
         /** Segment */
         Segment: {
@@ -2352,12 +2929,100 @@ export interface components {
             /** Groups */
             groups: components["schemas"]["SeriesGroup"][];
         };
+        /** SilenceCreate */
+        SilenceCreate: {
+            /** Rule Ids */
+            rule_ids?: string[];
+            /** Matchers */
+            matchers?: components["schemas"]["Matcher"][];
+            /**
+             * Starts At
+             * @description default: now
+             */
+            starts_at?: string | null;
+            /**
+             * Ends At
+             * Format: date-time
+             */
+            ends_at: string;
+            /**
+             * Comment
+             * @description why
+             */
+            comment: string;
+        };
+        /** SilencePublic */
+        SilencePublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /** Rule Ids */
+            rule_ids: string[];
+            /** Matchers */
+            matchers: components["schemas"]["Matcher"][];
+            /**
+             * Starts At
+             * Format: date-time
+             */
+            starts_at: string;
+            /**
+             * Ends At
+             * Format: date-time
+             */
+            ends_at: string;
+            /** Comment */
+            comment: string;
+            /** Created By */
+            created_by: string;
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /**
+             * State
+             * @enum {string}
+             */
+            state: "pending" | "active" | "expired";
+        };
         /** Sizes */
         Sizes: {
             /** Binary */
             binary?: number[];
             /** Text */
             text?: number[];
+        };
+        /** SlackChannelCreate */
+        SlackChannelCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "slack";
+            config: components["schemas"]["SlackConfigIn"];
+        };
+        /** SlackConfigIn */
+        SlackConfigIn: {
+            /**
+             * Url
+             * Format: uri
+             * @description incoming webhook URL (write-only: it is the secret)
+             */
+            url: string;
+            /**
+             * Ca Cert Pem
+             * @description PEM CA bundle to trust (private CAs)
+             */
+            ca_cert_pem?: string | null;
         };
         /** SourceInfo */
         SourceInfo: {
@@ -2653,115 +3318,18 @@ export interface components {
             /** Groups */
             groups: components["schemas"]["Summary"][];
         };
-        /** TargetRef */
-        TargetRef: {
-            /** Id */
-            id: string;
-            /** Name */
-            name: string;
-            /** Provider */
-            provider: string;
-            /** Region */
-            region: string;
-        };
-        /** TimeoutIn */
-        TimeoutIn: {
+        /** ThresholdCondition */
+        ThresholdCondition: {
             /**
-             * Start
-             * @description UTC; default end − 7 days
-             */
-            start?: string | null;
-            /**
-             * End
-             * @description UTC; default now (to the minute)
-             */
-            end?: string | null;
-            /**
-             * Scope
+             * @description discriminator enum property added by openapi-typescript
              * @enum {string}
              */
-            scope: "pair" | "group" | "topology_class" | "quorum";
-            /** Msg Rate Per S */
-            msg_rate_per_s: number;
-            /** False Timeouts Per Hour */
-            false_timeouts_per_hour: number;
+            type: "above" | "below";
             /**
-             * Src
-             * @description pair: source; quorum: the sender
+             * Value
+             * @description in the metric's unit (us, a 0-1 rate, bytes/s, s)
              */
-            src?: string | null;
-            /** Dst */
-            dst?: string | null;
-            /**
-             * Agents
-             * @description group: its agents
-             */
-            agents?: string[] | null;
-            /** Topology Class */
-            topology_class?: ("self" | "same_subnet" | "cross_subnet" | "cross_az" | "cross_region" | "cross_provider") | null;
-            /**
-             * Group Name
-             * @description quorum: the group's name
-             */
-            group_name?: string | null;
-            /** Payload Bytes */
-            payload_bytes?: number | null;
-        };
-        /** TimeoutOut */
-        TimeoutOut: {
-            /**
-             * Status
-             * @enum {string}
-             */
-            status: "ok" | "insufficient_data";
-            /**
-             * Missing
-             * @default []
-             */
-            missing: string[];
-            /** Scope */
-            scope: string;
-            /** What */
-            what: string;
-            source: components["schemas"]["SourceInfo"];
-            /** Target Probability */
-            target_probability: number;
-            /** Msg Rate Per S */
-            msg_rate_per_s?: number | null;
-            /** False Timeouts Per Hour */
-            false_timeouts_per_hour?: number | null;
-            hourly_source?: components["schemas"]["SourceInfo"] | null;
-            /** Samples */
-            samples?: number | null;
-            /** Losses */
-            losses?: number | null;
-            /** Tail Samples Expected */
-            tail_samples_expected?: number | null;
-            /** Samples Needed */
-            samples_needed?: number | null;
-            /** Exact */
-            exact?: boolean | null;
-            /** Quantile */
-            quantile?: number | null;
-            /** Achievable */
-            achievable?: boolean | null;
-            /** Timeout Us */
-            timeout_us?: number | null;
-            /** Timeout Ms */
-            timeout_ms?: number | null;
-            /** Warning */
-            warning?: string | null;
-            /** P50 Ms */
-            p50_ms?: number | null;
-            /** P99 Ms */
-            p99_ms?: number | null;
-            /** Max Ms */
-            max_ms?: number | null;
-            /**
-             * By Hour
-             * @default []
-             */
-            by_hour: components["schemas"]["HourTimeout"][];
+            value: number;
         };
         /** UserCreate */
         UserCreate: {
@@ -2811,6 +3379,35 @@ export interface components {
             replication?: components["schemas"]["Replication"];
             consistency?: components["schemas"]["Consistency"];
             concurrency?: components["schemas"]["Concurrency"];
+        };
+        /** WebhookChannelCreate */
+        WebhookChannelCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "webhook";
+            config: components["schemas"]["WebhookConfigIn"];
+        };
+        /** WebhookConfigIn */
+        WebhookConfigIn: {
+            /**
+             * Url
+             * Format: uri
+             */
+            url: string;
+            /**
+             * Ca Cert Pem
+             * @description PEM CA bundle to trust (private CAs)
+             */
+            ca_cert_pem?: string | null;
         };
         /** WelchResponse */
         WelchResponse: {
@@ -4820,7 +5417,7 @@ export interface operations {
             };
         };
     };
-    get_pricing_api_v1_pricing_get: {
+    alert_metrics_api_v1_alert_rules_metrics_get: {
         parameters: {
             query?: never;
             header?: never;
@@ -4835,27 +5432,19 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PricingCatalog"];
+                    "application/json": components["schemas"]["MetricsCatalog"];
                 };
             };
         };
     };
-    set_price_api_v1_pricing__provider___region___item__put: {
+    list_alert_rules_api_v1_alert_rules_get: {
         parameters: {
             query?: never;
             header?: never;
-            path: {
-                provider: string;
-                region: string;
-                item: "egress_inter_region_per_gb" | "egress_internet_per_gb" | "storage_per_gb_month" | "put_per_1k" | "get_per_1k" | "list_per_1k" | "cpu_per_hour";
-            };
+            path?: never;
             cookie?: never;
         };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["PriceIn"];
-            };
-        };
+        requestBody?: never;
         responses: {
             /** @description Successful Response */
             200: {
@@ -4863,7 +5452,31 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PriceFigure"];
+                    "application/json": components["schemas"]["AlertRulePublic"][];
+                };
+            };
+        };
+    };
+    create_alert_rule_api_v1_alert_rules_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertRuleCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertRulePublic"];
                 };
             };
             /** @description Validation Error */
@@ -4877,14 +5490,76 @@ export interface operations {
             };
         };
     };
-    clear_price_api_v1_pricing__provider___region___item__delete: {
+    backtest_alert_rule_api_v1_alert_rules_backtest_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BacktestRequest"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BacktestResult"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_alert_rule_api_v1_alert_rules__rule_id__get: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                provider: string;
-                region: string;
-                item: "egress_inter_region_per_gb" | "egress_internet_per_gb" | "storage_per_gb_month" | "put_per_1k" | "get_per_1k" | "list_per_1k" | "cpu_per_hour";
+                rule_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertRulePublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    delete_alert_rule_api_v1_alert_rules__rule_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                rule_id: string;
             };
             cookie?: never;
         };
@@ -4908,124 +5583,20 @@ export interface operations {
             };
         };
     };
-    compression_advice_api_v1_advisors_compression_post: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["CompressionIn"];
-            };
-        };
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["CompressionOut"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    replication_advice_api_v1_advisors_replication_post: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["ReplicationIn"];
-            };
-        };
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["ReplicationOut"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    placement_advice_api_v1_advisors_placement_post: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "application/json": components["schemas"]["PlacementIn"];
-            };
-        };
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PlacementOut"];
-                };
-            };
-            /** @description queued for the worker */
-            202: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PlacementOut"];
-                };
-            };
-            /** @description Validation Error */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
-                };
-            };
-        };
-    };
-    placement_result_api_v1_advisors_placement__input_hash__get: {
+    update_alert_rule_api_v1_alert_rules__rule_id__patch: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                input_hash: string;
+                rule_id: string;
             };
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertRuleUpdate"];
+            };
+        };
         responses: {
             /** @description Successful Response */
             200: {
@@ -5033,16 +5604,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["PlacementOut"];
-                };
-            };
-            /** @description still being computed */
-            202: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["PlacementOut"];
+                    "application/json": components["schemas"]["AlertRulePublic"];
                 };
             };
             /** @description Validation Error */
@@ -5056,7 +5618,95 @@ export interface operations {
             };
         };
     };
-    timeout_advice_api_v1_advisors_timeout_post: {
+    list_alerts_api_v1_alerts_get: {
+        parameters: {
+            query?: {
+                state?: ("firing" | "resolved") | null;
+                rule_id?: string | null;
+                /** @description UTC */
+                from?: string | null;
+                /** @description UTC */
+                to?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertPublic"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_alert_api_v1_alerts__alert_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                alert_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertDetail"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_channels_api_v1_channels_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelPublic"][];
+                };
+            };
+        };
+    };
+    create_channel_api_v1_channels_post: {
         parameters: {
             query?: never;
             header?: never;
@@ -5065,17 +5715,17 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["TimeoutIn"];
+                "application/json": components["schemas"]["EmailChannelCreate"] | components["schemas"]["SlackChannelCreate"] | components["schemas"]["WebhookChannelCreate"];
             };
         };
         responses: {
             /** @description Successful Response */
-            200: {
+            201: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TimeoutOut"];
+                    "application/json": components["schemas"]["ChannelCreated"];
                 };
             };
             /** @description Validation Error */
@@ -5089,19 +5739,173 @@ export interface operations {
             };
         };
     };
-    rankings_advice_api_v1_advisors_rankings_get: {
+    get_channel_api_v1_channels__channel_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                channel_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    delete_channel_api_v1_channels__channel_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                channel_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    update_channel_api_v1_channels__channel_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                channel_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ChannelUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelCreated"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    test_channel_api_v1_channels__channel_id__test_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                channel_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChannelTestResult"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_channel_deliveries_api_v1_channels__channel_id__deliveries_get: {
         parameters: {
             query?: {
-                kind?: "mesh" | "storage" | "throughput" | "quorum";
-                level?: "provider" | "region" | "region_pair" | "pair";
-                /** @description mean, std, loss_rate or pNN (p50, p99.9) */
-                stat?: string;
-                start?: string | null;
-                end?: string | null;
-                op?: string | null;
-                size_bytes?: number | null;
-                variant?: string | null;
-                proto?: ("tcp" | "udp") | null;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                channel_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryPublic"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_deliveries_api_v1_deliveries_get: {
+        parameters: {
+            query?: {
+                alert_id?: string | null;
+                rule_id?: string | null;
+                state?: string | null;
+                since?: string | null;
+                limit?: number;
             };
             header?: never;
             path?: never;
@@ -5115,7 +5919,219 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RankingOut"];
+                    "application/json": components["schemas"]["DeliveryPublic"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_silences_api_v1_silences_get: {
+        parameters: {
+            query?: {
+                include_expired?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SilencePublic"][];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    create_silence_api_v1_silences_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SilenceCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SilencePublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    expire_silence_api_v1_silences__silence_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                silence_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SilencePublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_maintenance_windows_api_v1_maintenance_windows_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceWindowPublic"][];
+                };
+            };
+        };
+    };
+    create_maintenance_window_api_v1_maintenance_windows_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MaintenanceWindowCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceWindowPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    delete_maintenance_window_api_v1_maintenance_windows__window_id__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                window_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    update_maintenance_window_api_v1_maintenance_windows__window_id__patch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                window_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MaintenanceWindowUpdate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MaintenanceWindowPublic"];
                 };
             };
             /** @description Validation Error */

@@ -124,7 +124,7 @@ describe("Alerts page", () => {
     await user.click(within(form).getByRole("button", { name: "Add channel" }));
     expect((await screen.findByLabelText("Webhook signing secret")).textContent).toBe("whsec_c2VjcmV0c2VjcmV0");
     const posted = api.seen.find((s) => s.method === "POST" && s.path === "/api/v1/channels")!.body;
-    expect(posted).toEqual({ name: "receiver", kind: "webhook", config: { url: "https://hooks.example.com/in" } });
+    expect(posted).toEqual({ name: "receiver", kind: "webhook", enabled: true, config: { url: "https://hooks.example.com/in" } });
     await user.click(screen.getByRole("button", { name: "I have copied it" }));
     expect(screen.queryByLabelText("Webhook signing secret")).toBeNull();
 

@@ -1,3 +1,4 @@
+/// <reference types="node" />
 // A real HTTP server on a loopback port standing in for the API in component tests: each
 // route answers what the test gives it and every request is recorded with its body, so tests
 // assert what the UI sent. The browser test (e2e/alerts.test.mjs) runs against the real API.

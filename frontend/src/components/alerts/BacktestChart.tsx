@@ -34,13 +34,14 @@ export function backtestRows(series: BacktestSeries[]): { rows: BacktestRow[]; c
 export function BacktestChart({ series, firings, unit, fromMs, toMs }: { series: BacktestSeries[]; firings: Firing[]; unit: Unit; fromMs: number; toMs: number }) {
   const { palette } = useTheme();
   const { rows, columns } = backtestRows(series.slice(0, 6));
-  const first = rows[0]?.t ?? fromMs;
+  // Start where the data starts: a new fleet has hours, not the whole 7 days, to show.
+  const first = rows.find((r) => columns.some((c) => r[c.key] !== null && r[c.key] !== undefined))?.t ?? rows[0]?.t ?? fromMs;
   const last = rows[rows.length - 1]?.t ?? toMs;
   const span = last - first;
   return (
     <figure className="backtest" aria-label={`Backtest timeline with ${firings.length} firing${firings.length === 1 ? "" : "s"} marked`} style={{ margin: 0 }}>
       <ResponsiveContainer width="100%" height={260}>
-        <ComposedChart data={rows} margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
+        <ComposedChart data={rows.filter((r) => r.t >= first)} margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
           <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
           <XAxis dataKey="t" type="number" scale="time" domain={[first, last]} tickFormatter={(v: number) => formatTime(v, span)} stroke={palette.muted} />
           <YAxis tickFormatter={(v: number) => formatValue(unit, v).replace(" ", "")} stroke={palette.muted} width={64} />

@@ -1,27 +1,33 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { createChannel, deleteChannel, listChannels, listDeliveries, testChannel, type ChannelType, type ChannelVM, type TestSendVM } from "../../api/alerts";
+import { createChannel, deleteChannel, listChannels, listDeliveries, testChannel, type ChannelCreate, type ChannelType, type ChannelVM, type TestSendVM } from "../../api/alerts";
 import { fieldErrors } from "../../api/http";
 
 const when = (ms: number) => (ms ? `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")}Z` : "–");
 
-/** The settings each channel type takes; secrets are write-only and never shown back. */
-function configFor(type: ChannelType, v: Record<string, string>): Record<string, unknown> {
-  if (type === "email") {
+/** The body for each channel type; secrets are write-only and never shown back. */
+function bodyFor(kind: ChannelType, name: string, v: Record<string, string>): ChannelCreate {
+  if (kind === "email") {
+    const security = v.security === "tls" || v.security === "none" ? v.security : "starttls";
     return {
-      host: v.host,
-      port: Number(v.port || 587),
-      security: v.security || "starttls",
-      username: v.username || undefined,
-      password: v.password || undefined,
-      from_address: v.from_address,
-      to_addresses: (v.to_addresses ?? "")
-        .split(",")
-        .map((s) => s.trim())
-        .filter(Boolean),
+      kind,
+      name,
+      enabled: true,
+      config: {
+        host: v.host ?? "",
+        port: Number(v.port || (security === "tls" ? 465 : 587)),
+        security,
+        username: v.username || null,
+        password: v.password || null,
+        from_address: v.from_address ?? "",
+        to_addresses: (v.to_addresses ?? "")
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean),
+      },
     };
   }
-  return { url: v.url };
+  return kind === "slack" ? { kind, name, enabled: true, config: { url: v.url ?? "" } } : { kind, name, enabled: true, config: { url: v.url ?? "" } };
 }
 
 function ChannelForm() {
@@ -31,7 +37,7 @@ function ChannelForm() {
   const [v, setV] = useState<Record<string, string>>({});
   const [secret, setSecret] = useState<{ name: string; secret: string } | null>(null);
   const m = useMutation({
-    mutationFn: () => createChannel({ name, kind: type, config: configFor(type, v) }),
+    mutationFn: () => createChannel(bodyFor(type, name, v)),
     onSuccess: (r) => {
       void qc.invalidateQueries({ queryKey: ["channels"] });
       setSecret(r.secret ? { name: r.channel.name, secret: r.secret } : null);

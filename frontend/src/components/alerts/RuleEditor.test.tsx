@@ -33,7 +33,7 @@ beforeEach(() => {
   api.route("GET /api/v1/agents", () => AGENTS);
   api.route("GET /api/v1/channels", () => [{ id: "c1", name: "ops slack", kind: "slack", enabled: true, config: {}, created_at: "2026-11-23T00:00:00Z", updated_at: "2026-11-23T00:00:00Z" }]);
   api.route("POST /api/v1/alert-rules/backtest", () => BACKTEST);
-  api.route("POST /api/v1/alert-rules", (r) => ({ status: 201, body: rule({ ...(r.body as object), id: "new" }) }));
+  api.route("POST /api/v1/alert-rules", (r) => ({ status: 201, body: rule({ ...(r.body as Record<string, unknown>), id: "new" }) }));
 });
 afterEach(cleanup);
 afterAll(() => api.close());
@@ -110,7 +110,7 @@ describe("RuleEditor", () => {
 
   it("edits a rule: fields start from it, thresholds in ms, and saving patches it", async () => {
     const user = userEvent.setup({ delay: null });
-    api.route("PATCH /api/v1/alert-rules/r1", (r) => rule(r.body as object));
+    api.route("PATCH /api/v1/alert-rules/r1", (r) => rule(r.body as Record<string, unknown>));
     const { toRule } = await import("../../api/alerts");
     const saved = mount({ rule: toRule(rule({ condition: { type: "baseline", k: 3, baseline: "week_ago" }, m: 6, n: 2 })) });
     expect((await screen.findByRole("textbox", { name: "Name" })).getAttribute("value")).toBe("EU p99");

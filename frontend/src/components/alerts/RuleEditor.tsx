@@ -40,6 +40,7 @@ export interface RuleForm {
   baseline: BaselineKind;
   min_step: string;
   direction: ShiftDirection;
+  lookback: number;
   x: number;
   y: number;
   n: number;
@@ -106,6 +107,7 @@ export function formFromRule(r: RuleVM | undefined, metrics: MetricOption[]): Ru
     baseline: c?.type === "baseline" ? c.baseline : "prev_24h",
     min_step: c?.type === "level_shift" ? toInput(unit, c.min_step) : "",
     direction: c?.type === "level_shift" ? c.direction : "up",
+    lookback: c?.type === "level_shift" ? c.lookback_windows : 60,
     x: r?.x ?? 1,
     y: r?.y ?? 1,
     n: r?.n ?? 1,
@@ -121,7 +123,7 @@ export function draftFromForm(f: RuleForm, unit: Unit): RuleDraft {
     f.condition === "baseline"
       ? { type: "baseline", k: Number(f.k), baseline: f.baseline }
       : f.condition === "level_shift"
-        ? { type: "level_shift", min_step: fromInput(unit, f.min_step), direction: f.direction }
+        ? { type: "level_shift", min_step: fromInput(unit, f.min_step), direction: f.direction, lookback_windows: f.lookback }
         : { type: f.condition, value: fromInput(unit, f.value) };
   // Sizes and counts are integers in the analysis API; everything else is ids or names.
   const scope = Object.fromEntries(
@@ -207,7 +209,7 @@ function EditorForm({ metrics, rule, onSaved, onCancel }: { metrics: MetricOptio
   const tested = testedKey === draftKey && backtest.isSuccess;
   const errors = { ...fieldErrors(backtest.error), ...fieldErrors(save.error) };
   const err = (path: string) => errors[path];
-  const known = new Set(["name", "description", "severity", "labels", "metric", "statistic", "window_s", "condition", "condition.value", "condition.k", "condition.baseline", "condition.min_step", "condition.direction", "x", "y", "n", "m", "channel_ids", "reminder_interval_s", "scope"]);
+  const known = new Set(["name", "description", "severity", "labels", "metric", "statistic", "window_s", "condition", "condition.value", "condition.k", "condition.baseline", "condition.min_step", "condition.direction", "condition.lookback_windows", "x", "y", "n", "m", "channel_ids", "reminder_interval_s", "scope"]);
   const scopeErr = Object.entries(errors).filter(([k]) => k === "scope" || k.startsWith("scope."));
   const other = Object.entries(errors).filter(([k]) => !known.has(k) && !k.startsWith("scope."));
   const plainError = [backtest.error, save.error].find((e) => e && Object.keys(fieldErrors(e)).length === 0);
@@ -381,6 +383,9 @@ function EditorForm({ metrics, rule, onSaved, onCancel }: { metrics: MetricOptio
                     <option value="either">either</option>
                   </select>
                 )}
+              </Field>
+              <Field label="Detector look-back (windows)" id={id("lookback")} error={err("condition.lookback_windows")}>
+                {(a) => <input {...a} type="number" min="10" max="500" value={f.lookback} onChange={(e) => set({ lookback: Number(e.target.value) })} />}
               </Field>
             </>
           )}

@@ -149,6 +149,7 @@ export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
   const [tz, setTz] = useState(() => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC");
   const [ruleId, setRuleId] = useState("");
   const [labels, setLabels] = useState("");
+  const [note, setNote] = useState("");
   const create = useMutation({
     mutationFn: () =>
       createMaintenance({
@@ -156,6 +157,7 @@ export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
         timezone: tz,
         rule_ids: ruleId ? [ruleId] : [],
         matchers: toMatchers(labels),
+        comment: note,
         // Local wall-clock times in the window's timezone; the server stores UTC.
         ...(kind === "once" ? { starts_at: start, ends_at: end } : { rrule, duration_s: durationMin * 60, starts_at: start }),
       }),
@@ -226,6 +228,10 @@ export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
         <label>
           Label matchers
           <input value={labels} onChange={(e) => setLabels(e.target.value)} placeholder="env=prod" />
+        </label>
+        <label>
+          Comment
+          <input value={note} onChange={(e) => setNote(e.target.value)} placeholder="why" />
         </label>
         <button type="submit" className="primary" disabled={create.isPending}>
           Add window
