@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONPATH := $(CURDIR)/backend
 
-.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors client bootstrap
+.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts client bootstrap
 
 run:
 	@scripts/run.sh
@@ -30,7 +30,7 @@ client: bootstrap
 	$(PY) -c "import json; from stormwatch.main import app; print(json.dumps(app.openapi(), indent=1))" > frontend/openapi.json
 	cd frontend && npm run client
 
-bench: bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors
+bench: bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts
 
 bench-ingest: bootstrap
 	$(PY) bench/ingest/run.py
@@ -49,3 +49,6 @@ bench-ui: bootstrap
 
 bench-advisors: bootstrap
 	$(PY) bench/advisors/run.py
+
+bench-alerts: bootstrap
+	$(PY) bench/alerts/run.py

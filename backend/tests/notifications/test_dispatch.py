@@ -292,3 +292,17 @@ def test_two_dispatchers_at_once_make_each_notification_once(
     assert sum(r.get("sent", 0) for r in results) == 6
     assert len(hook.requests) == 6 and hook.duplicates == 0
     _ = uuid, time
+
+
+def test_an_alert_that_fired_and_resolved_between_two_passes_is_told_once_as_resolved(
+        settings: Settings, org: Org, db: Engine) -> None:
+    with HttpReceiver() as hook:
+        ch, hook.secret = org.webhook(hook.url)
+        rule = add_rule(db, org.id, [ch])
+        resolve(db, fire(db, org.id, rule, "a -> b", 700.0))
+        run_dispatch()
+    [msg] = payloads(hook)
+    assert msg["type"] == "alert.resolved"
+    [alert] = msg["data"]["alerts"]
+    assert alert["started_at"] and alert["resolved_at"] and alert["value"] == 700.0
+    assert outcomes(db, rule) == ["notified", "notified"]

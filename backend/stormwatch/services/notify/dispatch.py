@@ -304,18 +304,28 @@ def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
         {"ids": [e["alert_id"] for e in events]}).scalars())
     marks: list[dict[str, Any]] = []
     groups: dict[tuple[uuid.UUID, str], list[Row]] = defaultdict(list)
+    # An alert that fired and resolved since the last pass is told once, as resolved (from
+    # start to end): two messages racing each other could arrive resolved-first.
+    resolving = {e["alert_id"] for e in events if e["kind"] == "resolved"}
+    absorbed: dict[uuid.UUID, Row] = {}
 
     def mark(e: Row, outcome: str, nid: uuid.UUID | None = None,
              by: Any = None) -> None:
         marks.append({"event_id": e["id"], "org_id": e["org_id"], "outcome": outcome,
                       "notification_id": nid, "suppressed_by": by, "now": now})
+        if e["kind"] == "resolved" and e["alert_id"] in absorbed:
+            mark(absorbed.pop(e["alert_id"]), outcome, nid, by)
 
     for e in events:
         rule = rules.get(e["rule_id"])
+        if e["kind"] == "firing" and e["alert_id"] in resolving:
+            absorbed[e["alert_id"]] = e
+            continue
         if rule is None or e["alert_id"] not in alerts:
             mark(e, "not_notified")
             continue
-        if e["kind"] == "resolved" and e["alert_id"] not in told:
+        if e["kind"] == "resolved" and e["alert_id"] not in told and (
+                e["alert_id"] not in absorbed):
             # Its firing was never told (silenced, or no channel then): nothing to resolve.
             mark(e, "not_notified")
             continue
@@ -351,6 +361,8 @@ def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
                 "ON CONFLICT (alert_id) DO UPDATE "
                 "SET last_notified_at = EXCLUDED.last_notified_at"),
                 {"org": rule.org_id, "rule": rule.id, "now": now, "ids": alert_ids})
+    for e in absorbed.values():  # its resolution lies beyond this pass's batch
+        mark(e, "not_notified")
     _mark_events(conn, marks)
     return made
 
