@@ -103,7 +103,10 @@ class Stack:
 
         self.env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
                     "SECRET_KEY": self.state["secret_key"], "PYTHONPATH": str(REPO / "backend"),
-                    "PYTHONUNBUFFERED": "1"}
+                    "PYTHONUNBUFFERED": "1",
+                    # Links in alert messages open this stack's UI unless told otherwise.
+                    "PUBLIC_BASE_URL": os.environ.get("PUBLIC_BASE_URL",
+                                                      f"http://127.0.0.1:{self.port}")}
         self._spawn("api", [str(VENV_BIN / "uvicorn"), "stormwatch.main:app", "--host",
                             "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
                             "--no-access-log"])
