@@ -290,7 +290,8 @@ export function toAlert(v: unknown): AlertVM {
     startedMs: ms(a.started_at) ?? 0,
     resolvedMs: ms(a.resolved_at),
     unit: unitFor(a.unit ?? obj(a.evidence).unit, str(a.statistic ?? obj(a.evidence).statistic ?? rule.statistic)),
-    series: series.length ? series : evidence.agreeing,
+    // The evidence's series carry their windows; the top-level list is the same series without them.
+    series: evidence.agreeing.length ? evidence.agreeing : series,
     evidence,
     events: arr(a.events).map((x) => {
       const o = obj(x);

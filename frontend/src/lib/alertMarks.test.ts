@@ -28,12 +28,11 @@ describe("firingCells", () => {
   });
 
   it("lists an alert once per cell even when several of its series fall in it, and skips resolved ones", () => {
-    const two = alert({
-      series: [
-        { key: "a1|a2", src: { id: "a1", name: "aws-use1-a-1" }, dst: { id: "a2", name: "aws-euw1-a-1" } },
-        { key: "a1|a3", src: { id: "a1", name: "aws-use1-a-1" }, dst: { id: "a3", name: "aws-euw1-b-1" } },
-      ],
-    });
+    const series = [
+      { key: "a1|a2", src: { id: "a1", name: "aws-use1-a-1" }, dst: { id: "a2", name: "aws-euw1-a-1" } },
+      { key: "a1|a3", src: { id: "a1", name: "aws-use1-a-1" }, dst: { id: "a3", name: "aws-euw1-b-1" } },
+    ];
+    const two = alert({ series, evidence: { ...alert().evidence, series } });
     const cells = firingCells([toAlert(two), toAlert(alert({ id: "old", state: "resolved" }))], FLEET, "region");
     expect(cells.get("us-east-1|eu-west-1")?.map((x) => x.id)).toEqual(["al1"]);
     expect(firingCells([toAlert(two)], FLEET, "zone").size).toBe(2);

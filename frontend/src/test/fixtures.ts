@@ -114,7 +114,8 @@ export function alert(over: Record<string, unknown> = {}) {
     state: "firing",
     started_at: "2026-11-23T18:01:00Z",
     resolved_at: null,
-    series,
+    // As the API lists them: the series without their windows, which stay in the evidence.
+    series: series.map(({ values: _values, ...rest }) => rest),
     dashboard_path: "/pair?level=node&src=a1&dst=a2&from=2026-11-23T17:50:00%2B00:00&to=2026-11-23T18:12:00%2B00:00",
     evidence: { unit: "us", statistic: "p99", value: 95_000, threshold: 80_000, baseline: null, series, agreeing: 1, time_range: { from: "2026-11-23T18:01:00Z", to: "2026-11-23T18:02:00Z" } },
     ...over,

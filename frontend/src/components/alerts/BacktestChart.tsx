@@ -30,7 +30,7 @@ export function backtestRows(series: BacktestSeries[]): { rows: BacktestRow[]; c
   return { rows: [...byT.values()].sort((a, b) => a.t - b.t), columns };
 }
 
-/** The series' windowed values over the backtest range, the threshold as a dashed line and each would-be firing as a shaded band. */
+/** The series' windowed values over the backtest range (steps: each point holds its span's worst value), the threshold as a dashed line and each would-be firing as a shaded band. */
 export function BacktestChart({ series, firings, unit, fromMs, toMs }: { series: BacktestSeries[]; firings: Firing[]; unit: Unit; fromMs: number; toMs: number }) {
   const { palette } = useTheme();
   const { rows, columns } = backtestRows(series.slice(0, 6));
@@ -74,7 +74,7 @@ export function BacktestChart({ series, firings, unit, fromMs, toMs }: { series:
             />
           ))}
           {columns.map((c, i) => (
-            <Line key={c.key} dataKey={c.key} name={c.name} stroke={palette.series[i % palette.series.length]} dot={false} strokeWidth={1.5} isAnimationActive={false} connectNulls={false} />
+            <Line key={c.key} dataKey={c.key} name={c.name} type="stepAfter" stroke={palette.series[i % palette.series.length]} dot={false} strokeWidth={1.5} isAnimationActive={false} connectNulls={false} />
           ))}
           <Line dataKey="threshold" name="threshold" stroke={palette.danger} strokeDasharray="6 4" dot={false} strokeWidth={1.5} isAnimationActive={false} type="stepAfter" connectNulls />
         </ComposedChart>
