@@ -24,11 +24,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from celery import Celery
 from sqlalchemy import Engine, text
 
 from stormwatch.devtools.bootstrap import OrgCredentials
 from tests.conftest import REPO, ApiServer, Services
 from tests.helpers import EnrolledAgent, enroll, post_batch
+from tests.notifications.conftest import add_rule, deliveries, fire
 from tests.notifications.servers import HttpReceiver, SmtpServer, make_tls, wait_until
 
 RATE_HZ = 10
@@ -273,11 +275,11 @@ def test_a_celery_worker_killed_mid_delivery_leaves_exactly_one_processed_messag
     answer, so the outbox row stays 'sending'. The receiver then processes the request. A new
     worker resumes the row once its lease expires and resends with the same webhook-id,
     which the receiver recognises: one message processed, the row 'sent' after 2 attempts."""
-    from tests.notifications.conftest import add_rule, deliveries, fire
-
     org = make_org()
     h = {"Authorization": f"Bearer {org.api_key}"}
     w = Worker(services, {"NOTIFY_LEASE_S": "3"})
+    # What evaluation does after writing events: enqueue dispatch by name.
+    client = Celery(broker=services.redis_url)
     try:
         with HttpReceiver() as hook, api_server.client() as api:
             r = api.post("/api/v1/channels", headers=h, json={
@@ -286,8 +288,8 @@ def test_a_celery_worker_killed_mid_delivery_leaves_exactly_one_processed_messag
             rule = add_rule(db, uuid.UUID(org.org_id), [uuid.UUID(r.json()["id"])])
             hook.hold.clear()
             w.start("worker")
-            w.start("beat")
             fire(db, uuid.UUID(org.org_id), rule, "e2e-a → e2e-b")
+            client.send_task("stormwatch.dispatch_alert_events")
             assert hook.arrived.wait(90), f"nothing sent; worker log:\n{w.log('worker')}"
             w.kill("worker", signal.SIGKILL)
             [d] = deliveries(db, rule)
@@ -295,12 +297,16 @@ def test_a_celery_worker_killed_mid_delivery_leaves_exactly_one_processed_messag
             hook.hold.set()
             wait_until("the held request to be processed", 10, lambda: len(hook.accepted) == 1)
             w.start("worker")
+            lease_end = d["lease_expires_at"]
+            wait_until("the lease to expire", 10, lambda: datetime.now(UTC) > lease_end)
+            client.send_task("stormwatch.dispatch_alert_events")
             wait_until("the resumed delivery", 90,
                        lambda: deliveries(db, rule)[0]["state"] == "sent")
             ids = {{k.lower(): v for k, v in q.headers.items()}["webhook-id"]
                    for q in hook.requests}
     finally:
         w.stop()
+        client.close()
     [d] = deliveries(db, rule)
     assert (d["state"], d["attempts"]) == ("sent", 2)
     assert len(hook.requests) == 2 and len(ids) == 1
