@@ -255,6 +255,19 @@ def spike_to_notify(stack: Stack, base_url: str) -> list[float]:
     if len(latencies) < len(pairs):
         raise SystemExit(f"only {len(latencies)} of {len(pairs)} spikes were told; see "
                          f"{stack.tmp}/worker.log")
+    # Where the time goes: detection (first slow sample -> firing event written) and
+    # delivery (event written -> message at Slack).
+    told_at = {text: at for at, text in slack.arrivals}
+    with psycopg.connect(f"host=127.0.0.1 port={stack.pg.port} user=stormwatch "
+                         "dbname=stormwatch") as conn:
+        written = dict(conn.execute(
+            "SELECT r.name, extract(epoch FROM e.created_at) FROM alert_events e "
+            "JOIN alert_rules r ON r.id = e.rule_id WHERE e.kind = 'firing' "
+            "AND r.org_id = %s", (org.org_id,)).fetchall())
+    detect = [float(written[n]) - feeder.first_slow[p] for p, n in names.items()]
+    deliver = [told_at[f"[FIRING] critical: {n}"] - float(written[n]) for n in names.values()]
+    say(f"detection p50 {statistics.median(detect):.1f} s (max {max(detect):.1f}), "
+        f"delivery p50 {statistics.median(deliver):.2f} s (max {max(deliver):.2f})")
     return list(latencies.values())
 
 
