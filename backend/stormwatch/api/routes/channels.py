@@ -97,8 +97,11 @@ async def test_channel(channel_id: uuid.UUID, principal: AdminDep,
         row = await svc.get_row(session, principal.org_id, channel_id)
     except _ERRORS as exc:
         _raise(exc)
-    channel = svc.build_channel(row.kind, row.config, row.secret_ciphertext)
     message = svc.test_message(principal.org_id, row.name)
+    try:
+        channel = svc.build_channel(row.kind, row.config, row.secret_ciphertext)
+    except (ValueError, KeyError) as exc:
+        return ChannelTestResult(ok=False, permanent=True, detail=f"channel unusable: {exc}")
     try:
         reply = await channel.send(message, f"msg_test_{uuid.uuid4().hex}")
     except PermanentError as exc:

@@ -364,6 +364,9 @@ def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
     for e in absorbed.values():  # its resolution lies beyond this pass's batch
         mark(e, "not_notified")
     _mark_events(conn, marks)
+    # Resolved alerts need no reminder state: the table holds the firing ones only.
+    conn.execute(text("DELETE FROM alert_notify_state WHERE alert_id = ANY(:ids)"),
+                 {"ids": list(resolving)})
     return made
 
 
@@ -510,7 +513,10 @@ async def _deliver_one(engine: Engine, c: Claimed) -> str:
         await asyncio.to_thread(_finish, engine, c, "failed", None, "channel disabled")
         return "failed"
     try:
-        channel = build_channel(c.kind, c.config, c.secret)
+        try:
+            channel = build_channel(c.kind, c.config, c.secret)
+        except (ValueError, KeyError) as exc:  # e.g. SECRET_KEY changed since it was stored
+            raise PermanentError(f"channel unusable: {exc}") from exc
         reply = await channel.send(message_from_json(c.message), f"msg_{c.id.hex}")
     except PermanentError as exc:
         log.warning("delivery %s to a %s channel failed permanently: %s", c.id, c.kind,
