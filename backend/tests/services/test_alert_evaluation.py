@@ -131,18 +131,18 @@ async def test_a_plan_applied_twice_from_one_snapshot_acts_once(services: Any, d
     async with sm() as s:
         (rule,) = await ev.load_rules(s, [rule_id])
         fleet = await load_fleet(s, rule.org_id)
-        starts = ev.windows_to_evaluate(rule, now)
+        due = ev.due_windows(rule, now)
         data = await ev.raw_windows(s, [rule.org_id], rule.kind, rule.window_s,
-                                    ev.from_epoch(starts[0]), ev.from_epoch(starts[-1] + 30),
-                                    [99.0])
-        evals = await ev.series_values(s, rule, fleet, data, starts, set())
+                                    ev.from_epoch(due.starts[0]), now, [99.0])
+        batch = ev.Batch(data, due.starts[0], due.starts[-1] + 30, 30)
         stored = (await ev.load_stored(s, [rule.id]))[rule.id]
-    plan = ev.plan_rule(rule, starts, evals, fleet, stored)
+        evals, _ = await ev.rule_series(s, rule, fleet, batch, due, stored)
+    plan = ev.plan_rule(rule, due, evals, fleet, stored)
     assert [t.kind for t in plan.transitions] == ["firing"]
 
     async def apply() -> int | None:
         async with sm() as s:
-            return await ev.apply_plan(s, rule, starts[-1] + 30, plan, stored)
+            return await ev.apply_plan(s, rule, due.closed_until, plan, stored)
 
     outcomes = await asyncio.gather(apply(), apply())
     assert sorted(outcomes, key=lambda o: -1 if o is None else o) == [None, 1]

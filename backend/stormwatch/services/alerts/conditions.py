@@ -9,7 +9,7 @@ is its own group)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -88,6 +88,7 @@ class SeriesState:
     history: list[bool] = field(default_factory=list)
     values: list[float] = field(default_factory=list)  # parallel to history (NaN: no data)
     thresholds: list[float] = field(default_factory=list)
+    decided_until: int = 0  # end (epoch s) of the newest window stepped, early ones included
 
     def push(self, value: float, threshold: float, y: int) -> None:
         """Keep the value and threshold of the window just stepped (after step_series)."""
@@ -101,14 +102,14 @@ def step_series(s: SeriesState, breach: bool, x: int, y: int) -> tuple[SeriesSta
     resolves it. Returns the new state and the transition ('firing'/'resolved'/None)."""
     hist = (s.history + [bool(breach)])[-y:]
     met = sum(hist) >= x
+    calm = "pending" if any(hist) else "ok"
     if s.state == "firing":
         if met:
-            return SeriesState("firing", hist, s.values, s.thresholds), None
-        return (SeriesState("pending" if any(hist) else "ok", hist, s.values, s.thresholds),
-                "resolved")
+            return replace(s, history=hist), None
+        return replace(s, state=calm, history=hist), "resolved"
     if met:
-        return SeriesState("firing", hist, s.values, s.thresholds), "firing"
-    return SeriesState("pending" if any(hist) else "ok", hist, s.values, s.thresholds), None
+        return replace(s, state="firing", history=hist), "firing"
+    return replace(s, state=calm, history=hist), None
 
 
 def step_group(state: str, met: int, n: int) -> tuple[str, str | None]:

@@ -1,8 +1,20 @@
-"""Live evaluation: one cycle reads the newest complete windows of every enabled rule (raw
-samples, one query per metric kind and window size for all orgs and rules), applies the
-conditions and states of conditions.py, and writes each rule's transitions in one
-transaction guarded by compare-and-set on the rule's eval_version (and on each alert's
-version), with the alert_events rows notifications read."""
+"""Live evaluation. One cycle:
+
+1. reads every enabled rule, then the running state of those rules;
+2. reads raw samples once per (metric, window size) for all orgs and rules: the complete
+   windows since each rule's cursor and the window still open, per series, with exact
+   percentiles (percentile_cont), into one (series x window) matrix per statistic;
+3. per rule, slices its series out of the matrix and applies the condition (numpy), then
+   steps the states (conditions.py) of the series that breach or were not idle: a quiet
+   series of a quiet rule costs no Python work and no write;
+4. writes each rule with something to write in its own transaction, compare-and-set on the
+   rule's eval_version first (and on each alert's version when resolving it), with the
+   alert_events rows notifications read; quiet rules advance their cursors in one statement,
+   still compare-and-set row by row.
+
+The open window may be decided early: once it holds enough samples for the statistic and
+already breaches, that series steps at once (a spike is told before its window closes);
+otherwise the window waits until it has closed (plus SETTLE_S for late batches)."""
 
 from __future__ import annotations
 
@@ -11,7 +23,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +41,7 @@ from stormwatch.services.alerts.conditions import (
     step_group,
     step_series,
 )
-from stormwatch.services.alerts.metrics import METRICS, MetricKind
+from stormwatch.services.alerts.metrics import METRICS, MetricKind, samples_needed
 from stormwatch.services.alerts.scope import (
     SeriesKey,
     dashboard_path,
@@ -56,6 +68,8 @@ log = logging.getLogger("stormwatch.alerts")
 SETTLE_S = 5
 # At most this much raw data per rule and cycle when catching up (one window at least).
 CATCH_UP_S = 600
+# The open window is decided early only with at least this many samples of the series.
+EARLY_MIN_SAMPLES = 30
 GROUP_KEY = "rule"  # group key of a rule's single alert when N of M > 1
 
 
@@ -88,6 +102,15 @@ RULE_COLUMNS = ("id, org_id, name, severity, labels, metric, statistic, scope, w
 
 
 @dataclass
+class Due:
+    """The windows a rule evaluates this cycle: complete ones, then the open one (if any)."""
+
+    starts: list[int]
+    open_start: int | None  # the last of `starts` when it is the open window
+    closed_until: int | None  # the cursor after this cycle (None: unchanged)
+
+
+@dataclass
 class SeriesEval:
     """One series' values and breaches over the windows being evaluated."""
 
@@ -95,6 +118,7 @@ class SeriesEval:
     values: np.ndarray
     breaches: Breaches
     baseline: np.ndarray | None = None
+    early_ok: bool = False  # the open window holds enough samples to be decided early
 
 
 @dataclass
@@ -102,19 +126,24 @@ class CycleResult:
     rules: int = 0
     evaluated: int = 0
     conflicts: int = 0  # rules another evaluation had already advanced
-    series: int = 0
+    series: int = 0  # (rule, series) pairs evaluated
+    stepped: int = 0  # of which not idle: their states were stepped
     events: int = 0
     errors: dict[str, str] = field(default_factory=dict)
     elapsed_ms: float = 0.0
 
 
-def windows_to_evaluate(rule: Rule, now: datetime) -> list[int]:
+def due_windows(rule: Rule, now: datetime) -> Due:
     w = rule.window_s
-    newest_end = (epoch(now) - SETTLE_S) // w * w
+    t = epoch(now)
+    newest_end = (t - SETTLE_S) // w * w
     first = newest_end - max(1, CATCH_UP_S // w) * w
     if rule.evaluated_until is not None:
         first = max(first, epoch(rule.evaluated_until))
-    return list(range(first, newest_end, w))
+    closed = list(range(first, newest_end, w))
+    open_start = newest_end if newest_end < t else None
+    starts = closed + ([open_start] if open_start is not None else [])
+    return Due(starts, open_start, closed[-1] + w if closed else None)
 
 
 async def load_rules(session: AsyncSession, rule_ids: Sequence[uuid.UUID] | None = None,
@@ -131,49 +160,150 @@ async def load_rules(session: AsyncSession, rule_ids: Sequence[uuid.UUID] | None
     return [Rule(*r) for r in rows]
 
 
-async def series_values(session: AsyncSession, rule: Rule, fleet: Fleet, data: Windows,
-                        starts: list[int], tracked: set[SeriesKey]) -> list[SeriesEval]:
-    """The rule's in-scope series over `starts`, with breaches (level shifts and baselines
-    read what they need beyond the batched windows)."""
+class Batch:
+    """One raw read: every series of the orgs over consecutive windows, as matrices."""
+
+    def __init__(self, data: Windows, first: int, end: int, window_s: int) -> None:
+        self.data = data
+        self.first = first
+        self.window_s = window_s
+        self.n_windows = max(0, (end - first) // window_s)
+        self.keys = list(data)
+        self.row = {k: i for i, k in enumerate(self.keys)}
+        self.key_str = [key_to_str(k[1]) for k in self.keys]
+        self._by_org: dict[uuid.UUID, list[int]] = {}
+        for i, (o, _) in enumerate(self.keys):
+            self._by_org.setdefault(o, []).append(i)
+        self._mats: dict[str, np.ndarray] = {}
+        self._counts: np.ndarray | None = None
+        self._scoped: dict[tuple[uuid.UUID, str], np.ndarray] = {}
+
+    def rows_in_scope(self, rule: Rule, fleet: Fleet) -> np.ndarray:
+        ck = (rule.org_id, json.dumps([rule.metric, rule.scope], sort_keys=True))
+        got = self._scoped.get(ck)
+        if got is None:
+            match = matcher(rule.kind, to_filters(rule.scope, rule.kind.adjusted), fleet)
+            got = np.asarray([i for i in self._by_org.get(rule.org_id, [])
+                              if match(self.keys[i][1])], dtype=np.int64)
+            self._scoped[ck] = got
+        return got
+
+    def matrix(self, statistic: str) -> np.ndarray:
+        m = self._mats.get(statistic)
+        if m is None:
+            m = np.full((len(self.keys), self.n_windows), np.nan)
+            w = self.window_s
+            for i, k in enumerate(self.keys):
+                for t, s in self.data[k].items():
+                    j = (t - self.first) // w
+                    if 0 <= j < self.n_windows:
+                        v = s.value(statistic)
+                        if v is not None:
+                            m[i, j] = v
+            self._mats[statistic] = m
+        return m
+
+    def counts(self) -> np.ndarray:
+        if self._counts is None:
+            c = np.zeros((len(self.keys), self.n_windows))
+            for i, k in enumerate(self.keys):
+                for t, s in self.data[k].items():
+                    j = (t - self.first) // self.window_s
+                    if 0 <= j < self.n_windows:
+                        c[i, j] = s.samples
+            self._counts = c
+        return self._counts
+
+
+async def rule_series(session: AsyncSession, rule: Rule, fleet: Fleet, batch: Batch,
+                      due: Due, stored: Stored) -> tuple[list[SeriesEval], int]:
+    """The rule's series that breach in a due window or were not idle, with their values
+    and breaches; and how many series the rule watched."""
     metric = rule.kind
-    f = to_filters(rule.scope, metric.adjusted)
-    match = matcher(metric, f, fleet)
-    keys = {k for (o, k) in data if o == rule.org_id and match(k)} | {
-        k for k in tracked if match(k)}
-    cond = rule.condition
     w = rule.window_s
-    lookback: Windows = {}
-    n_before = 0
-    if cond["type"] == "level_shift" and starts:
-        n_before = int(cond.get("lookback_windows", DEFAULT_LOOKBACK))
-        f_lb = to_filters(rule.scope, metric.adjusted, from_epoch(starts[0] - n_before * w),
-                          from_epoch(starts[0]))
-        lookback = await rollup_windows(session, rule.org_id, metric, f_lb, fleet, w,
-                                        percentiles_of([rule.statistic]))
-        keys |= {k for (_, k) in lookback if match(k)}
-    base: dict[SeriesKey, np.ndarray] = {}
-    if cond["type"] == "baseline" and starts:
-        base = await baselines(session, rule.org_id, metric, f, fleet, rule.statistic,
-                               cond.get("baseline", "prev_24h"), starts)
-    out = []
-    for k in sorted(keys, key=key_to_str):
-        by_w = data.get((rule.org_id, k), {})
-        vals = np.array([np.nan if (s := by_w.get(t)) is None or (v := s.value(rule.statistic))
-                         is None else v for t in starts], dtype=np.float64)
-        if n_before:
-            lb = lookback.get((rule.org_id, k), {})
-            prev = np.array([np.nan if (s := lb.get(t)) is None or (v := s.value(
-                rule.statistic)) is None else v for t in range(starts[0] - n_before * w,
-                                                                 starts[0], w)])
-            b = evaluate_windows(cond, np.concatenate([prev, vals]))
-            br = Breaches(b.breach[n_before:], b.threshold[n_before:], b.detail[n_before:])
-            out.append(SeriesEval(k, vals, br))
-            continue
-        bl = base.get(k) if cond["type"] == "baseline" else None
-        if cond["type"] == "baseline" and bl is None:
-            bl = np.full(len(starts), np.nan)
-        out.append(SeriesEval(k, vals, evaluate_windows(cond, vals, bl), bl))
-    return out
+    starts = due.starts
+    cols = (np.asarray(starts, dtype=np.int64) - batch.first) // w
+    rows = batch.rows_in_scope(rule, fleet)
+    cond = rule.condition
+    vals = batch.matrix(rule.statistic)[rows][:, cols] if rows.size else np.zeros((0, len(cols)))
+    known = {batch.key_str[i] for i in rows}
+    tracked = [k for k in stored.states if k != GROUP_KEY and k not in known]
+    extra_keys = [p for p in (_parse_key(metric, k) for k in tracked) if p is not None]
+    if extra_keys:  # series with state but no samples now: their windows have no data
+        vals = np.vstack([vals, np.full((len(extra_keys), len(cols)), np.nan)])
+    keys: list[SeriesKey] = [batch.keys[i][1] for i in rows] + extra_keys
+    early_ok = np.zeros(len(keys), dtype=bool)
+    if due.open_start is not None and rows.size:
+        need = max(samples_needed(rule.statistic), EARLY_MIN_SAMPLES if metric.kind else 1)
+        early_ok[: rows.size] = batch.counts()[rows, cols[-1]] >= need
+    n_watched = len(keys)
+    if cond["type"] in ("above", "below"):
+        thr = float(cond["value"])
+        with np.errstate(invalid="ignore"):
+            br = (vals > thr) if cond["type"] == "above" else (vals < thr)
+        br &= np.isfinite(vals)
+        if due.open_start is not None:
+            br[:, -1] &= early_ok
+        pick = np.flatnonzero(br.any(axis=1) | np.asarray(
+            [key_to_str(k) in stored.states for k in keys], dtype=bool))
+        thr_row = np.full(len(cols), thr)
+        return [SeriesEval(keys[i], vals[i], Breaches(br[i], thr_row), None, bool(early_ok[i]))
+                for i in pick], n_watched
+    out: list[SeriesEval] = []
+    if cond["type"] == "baseline":
+        base = await cached_baselines(session, rule, fleet, starts)
+        for i, k in enumerate(keys):
+            bl = base.get(k)
+            if bl is None:
+                bl = np.full(len(cols), np.nan)
+            b = evaluate_windows(cond, vals[i], bl)
+            if due.open_start is not None and not early_ok[i]:
+                b.breach[-1] = False
+            if b.breach.any() or key_to_str(k) in stored.states:
+                out.append(SeriesEval(k, vals[i], b, bl, bool(early_ok[i])))
+        return out, n_watched
+    # level shift: the detector sees the lookback windows before the due ones too
+    n_before = int(cond.get("lookback_windows", DEFAULT_LOOKBACK))
+    f_lb = to_filters(rule.scope, metric.adjusted, from_epoch(starts[0] - n_before * w),
+                      from_epoch(starts[0]))
+    lookback = await rollup_windows(session, rule.org_id, metric, f_lb, fleet, w,
+                                    percentiles_of([rule.statistic]))
+    for i, k in enumerate(keys):
+        lb = lookback.get((rule.org_id, k), {})
+        prev = np.array([np.nan if (s := lb.get(t)) is None or (v := s.value(rule.statistic))
+                         is None else v for t in range(starts[0] - n_before * w, starts[0], w)])
+        b = evaluate_windows(cond, np.concatenate([prev, vals[i]]))
+        br = Breaches(b.breach[n_before:], b.threshold[n_before:], b.detail[n_before:])
+        if due.open_start is not None and not early_ok[i]:
+            br.breach[-1] = False
+        if br.breach.any() or key_to_str(k) in stored.states:
+            out.append(SeriesEval(k, vals[i], br, None, bool(early_ok[i])))
+    return out, n_watched
+
+
+# Baselines change with the window's hour only: kept a few minutes across cycles.
+_BASELINE_TTL_S = 300.0
+_baseline_cache: dict[tuple[Any, ...], tuple[float, dict[SeriesKey, np.ndarray], list[int]]] = {}
+
+
+async def cached_baselines(session: AsyncSession, rule: Rule, fleet: Fleet,
+                           starts: list[int]) -> dict[SeriesKey, np.ndarray]:
+    hours = sorted({t // 3600 * 3600 for t in starts})
+    ck = (rule.org_id, rule.metric, rule.statistic, rule.condition.get("baseline", "prev_24h"),
+          json.dumps(rule.scope, sort_keys=True), tuple(hours))
+    now = time.monotonic()
+    hit = _baseline_cache.get(ck)
+    if hit is None or now - hit[0] > _BASELINE_TTL_S:
+        per_hour_starts = hours
+        got = await baselines(session, rule.org_id, rule.kind,
+                              to_filters(rule.scope, rule.kind.adjusted), fleet, rule.statistic,
+                              rule.condition.get("baseline", "prev_24h"), per_hour_starts)
+        if len(_baseline_cache) > 10_000:
+            _baseline_cache.clear()
+        hit = _baseline_cache[ck] = (now, got, hours)
+    _, by_hour, hs = hit
+    idx = np.asarray([hs.index(t // 3600 * 3600) for t in starts], dtype=np.int64)
+    return {k: v[idx] for k, v in by_hour.items()}
 
 
 async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
@@ -187,8 +317,11 @@ async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
     async with sessionmaker() as session:
         rules = await load_rules(session, rule_ids, org_ids)
         res.rules = len(rules)
-        plan = {r.id: windows_to_evaluate(r, now) for r in rules}
-        todo = [r for r in rules if plan[r.id]]
+        due = {r.id: due_windows(r, now) for r in rules}
+        todo = [r for r in rules if due[r.id].starts]
+        # States are read after the rules: a newer state always comes with a newer
+        # eval_version, so nothing read here can be applied over a newer cycle.
+        stored = await load_stored(session, [r.id for r in todo])
         fleets: dict[uuid.UUID, Fleet] = {}
         for org in sorted({r.org_id for r in todo}):
             fleets[org] = await load_fleet(session, org)
@@ -196,50 +329,50 @@ async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
         groups: dict[tuple[str, int], list[Rule]] = {}
         for r in todo:
             groups.setdefault((r.metric, r.window_s), []).append(r)
-        data: dict[tuple[str, int], Windows] = {}
+        batches: dict[tuple[str, int], Batch] = {}
+        t_now = epoch(now)
         for (metric_name, w), rs in groups.items():
             metric = METRICS[metric_name]
-            start = min(plan[r.id][0] for r in rs)
-            end = max(plan[r.id][-1] for r in rs) + w
+            start = min(due[r.id].starts[0] for r in rs)
+            end = max(due[r.id].starts[-1] for r in rs) + w
             orgs = sorted({r.org_id for r in rs})
             if metric.kind is None:
                 heard = await agent_last_heard(session, orgs)
-                data[(metric_name, w)] = silence_windows(heard, w, list(range(start, end, w)))
+                data = silence_windows(heard, w, list(range(start, end, w)), t_now)
             else:
-                data[(metric_name, w)] = await raw_windows(
-                    session, orgs, metric, w, from_epoch(start), from_epoch(end),
-                    percentiles_of(r.statistic for r in rs))
-        stored = await load_stored(session, [r.id for r in todo])
-        computed: list[tuple[Rule, list[SeriesEval]]] = []
+                data = await raw_windows(session, orgs, metric, w, from_epoch(start),
+                                         from_epoch(min(end, t_now + 1)),
+                                         percentiles_of(r.statistic for r in rs))
+            batches[(metric_name, w)] = Batch(data, start, end, w)
+        plans: list[tuple[Rule, RulePlan]] = []
         for r in todo:
             fleet = fleets[r.org_id]
             try:
-                keys = {_parse_key(r.kind, k) for k in stored[r.id].states if k != GROUP_KEY}
-                evals = await series_values(session, r, fleet, data[(r.metric, r.window_s)],
-                                            plan[r.id], {k for k in keys if k is not None})
+                evals, watched = await rule_series(session, r, fleet,
+                                                   batches[(r.metric, r.window_s)], due[r.id],
+                                                   stored[r.id])
             except QueryError as exc:
                 res.errors[str(r.id)] = str(exc)
                 log.warning("alert rule %s not evaluated: %s", r.id, exc)
                 continue
-            computed.append((r, evals))
-            res.series += len(evals)
-    plans = [(r, plan_rule(r, plan[r.id], evals, fleets[r.org_id], stored[r.id]))
-             for r, evals in computed]
-    quiet = [(r, plan[r.id][-1] + r.window_s) for r, p in plans if p.quiet]
+            res.series += watched
+            res.stepped += len(evals)
+            plans.append((r, plan_rule(r, due[r.id], evals, fleet, stored[r.id])))
     async with sessionmaker() as session:
+        quiet = [(r, due[r.id].closed_until) for r, p in plans if p.quiet]
         advanced = await advance_quiet(session, quiet)
-    res.evaluated += len(advanced)
-    res.conflicts += len(quiet) - len(advanced)
-    for r, p in plans:
-        if p.quiet:
-            continue
-        async with sessionmaker() as session:
-            events = await apply_plan(session, r, plan[r.id][-1] + r.window_s, p, stored[r.id])
-        if events is None:
-            res.conflicts += 1
-        else:
-            res.evaluated += 1
-            res.events += events
+        n_quiet = sum(1 for _, u in quiet if u is not None)
+        res.evaluated += len(advanced)
+        res.conflicts += n_quiet - len(advanced)
+        for r, p in plans:
+            if p.quiet:
+                continue
+            events = await apply_plan(session, r, due[r.id].closed_until, p, stored[r.id])
+            if events is None:
+                res.conflicts += 1
+            else:
+                res.evaluated += 1
+                res.events += events
     res.elapsed_ms = (time.perf_counter() - t0) * 1000
     return res
 
@@ -247,18 +380,20 @@ async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
 def _parse_key(metric: MetricKind, s: str) -> SeriesKey | None:
     """A stored series key back into typed values (uuid, int or str per key column)."""
     parts = s.split("|")
-    cols = metric.series_key
-    if len(parts) != len(cols):
+    if len(parts) != len(metric.series_key):
         return None
     types = metric.spec.key_types if metric.spec else ("uuid",)
     out: list[Any] = []
-    for p, t in zip(parts, types, strict=True):
-        if t == "uuid":
-            out.append(uuid.UUID(p))
-        elif t in ("integer", "smallint", "bigint"):
-            out.append(int(p))
-        else:
-            out.append(p)
+    try:
+        for p, t in zip(parts, types, strict=True):
+            if t == "uuid":
+                out.append(uuid.UUID(p))
+            elif t in ("integer", "smallint", "bigint"):
+                out.append(int(p))
+            else:
+                out.append(p)
+    except ValueError:
+        return None
     return tuple(out)
 
 
@@ -268,6 +403,13 @@ def _iso(t: float) -> str:
 
 def _num(v: float | None) -> float | None:
     return None if v is None or not np.isfinite(v) else float(v)
+
+
+def stat_unit(metric: MetricKind, statistic: str) -> str:
+    """The unit of a statistic's values: rates are ratios whatever the metric measures."""
+    if statistic in ("loss_rate", "failure_rate"):
+        return "ratio"
+    return metric.unit
 
 
 def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
@@ -295,14 +437,16 @@ def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
         series.append(d)
     head = series[0] if series else {}
     keys = [evals[k].key for k in agreeing]
+    name = head.get("name", "") if len(series) == 1 else (
+        f"{len(series)} series: " + ", ".join(s["name"] for s in series[:5])
+        + (" ..." if len(series) > 5 else ""))
     return {"rule_name": rule.name, "metric": rule.metric, "statistic": rule.statistic,
-            "unit": metric.unit, "window_s": w, "condition": rule.condition,
-            "x": rule.x, "y": rule.y, "n": rule.n, "m": rule.m,
-            "value": head.get("value"), "threshold": head.get("threshold"),
+            "unit": stat_unit(metric, rule.statistic), "window_s": w,
+            "condition": rule.condition, "x": rule.x, "y": rule.y, "n": rule.n, "m": rule.m,
+            "series_name": name, "value": head.get("value"), "threshold": head.get("threshold"),
             "baseline": head.get("baseline"), "series": series, "agreeing": len(series),
             "time_range": {"from": _iso(began), "to": _iso(t + w)},
-            "dashboard_path": dashboard_path(metric, keys, fleet,
-                                             from_epoch(began - 10 * w),
+            "dashboard_path": dashboard_path(metric, keys, fleet, from_epoch(began - 10 * w),
                                              from_epoch(t + 11 * w))}
 
 
@@ -342,11 +486,14 @@ def _idle(s: SeriesState) -> bool:
     return s.state == "ok" and not any(s.history)
 
 
-def plan_rule(rule: Rule, starts: list[int], evals: list[SeriesEval], fleet: Fleet,
+def plan_rule(rule: Rule, due: Due, evals: list[SeriesEval], fleet: Fleet,
               stored: Stored) -> RulePlan:
-    """The rule's transitions over `starts` (pure). Idle series (ok, no breach in their last
-    Y windows) keep no state row, so a quiet fleet costs no writes."""
+    """The rule's transitions over the due windows (pure). Idle series (ok, no breach in
+    their last Y windows) keep no state row, so a quiet fleet costs no writes. A window a
+    series already stepped early is not stepped again when it closes; the open window is
+    stepped only by series it already breaches."""
     w = rule.window_s
+    starts = due.starts
     open_alerts = dict(stored.open_alerts)
     by_key = {key_to_str(e.key): e for e in evals}
     states: dict[str, SeriesState] = {}
@@ -354,23 +501,33 @@ def plan_rule(rule: Rule, starts: list[int], evals: list[SeriesEval], fleet: Fle
         st = stored.states.get(k, SeriesState())
         if rule.n == 1:
             # The open alert is the truth about a group (e.g. after an edit reset states).
-            st = SeriesState("firing" if k in open_alerts else
-                             ("pending" if st.state == "firing" else st.state), st.history,
-                             st.values, st.thresholds)
+            st = replace(st, state="firing" if k in open_alerts else
+                         ("pending" if st.state == "firing" else st.state))
         states[k] = st
     group = stored.states.get(GROUP_KEY, SeriesState()).state
     group = "firing" if GROUP_KEY in open_alerts else ("ok" if group == "firing" else group)
     group_before = group
+    stepped: set[str] = set()
     out: list[Transition] = []
     for i, t in enumerate(starts):
+        is_open = t == due.open_start
         met: list[str] = []
         for k, e in by_key.items():
-            states[k], tr = step_series(states[k], bool(e.breaches.breach[i]), rule.x, rule.y)
-            states[k].push(e.values[i], e.breaches.threshold[i], rule.y)
-            if states[k].state == "firing":
+            st = states[k]
+            b = bool(e.breaches.breach[i])
+            if t + w <= st.decided_until or (is_open and not (b and e.early_ok)):
+                if st.state == "firing":
+                    met.append(k)
+                continue
+            st, tr = step_series(st, b, rule.x, rule.y)
+            st.push(e.values[i], e.breaches.threshold[i], rule.y)
+            st.decided_until = t + w
+            states[k] = st
+            stepped.add(k)
+            if st.state == "firing":
                 met.append(k)
             if rule.n == 1 and tr is not None and (tr == "firing") != (k in open_alerts):
-                first = first_breach(states[k], t, w)
+                first = first_breach(st, t, w)
                 ev = _evidence(rule, fleet, by_key, states, [k], starts, i, first)
                 out.append(Transition(k, tr, t + w, first, ev))
                 if tr == "firing":
@@ -381,7 +538,7 @@ def plan_rule(rule: Rule, starts: list[int], evals: list[SeriesEval], fleet: Fle
             group, tr = step_group(group, len(met), rule.n)
             if tr is not None:
                 agreeing = met if tr == "firing" else [k for k in by_key if any(
-                    by_key[k].breaches.breach[max(0, i - rule.y + 1): i + 1])] or list(by_key)
+                    states[k].history)] or list(by_key)
                 first = min((first_breach(states[k], t, w) for k in agreeing), default=t)
                 ev = _evidence(rule, fleet, by_key, states, agreeing, starts, i, first)
                 ev["m_matched"] = len(by_key)
@@ -389,11 +546,11 @@ def plan_rule(rule: Rule, starts: list[int], evals: list[SeriesEval], fleet: Fle
     end = from_epoch(starts[-1] + w)
     upserts = [{"r": rule.id, "k": k, "o": rule.org_id, "s": st.state, "h": st.history,
                 "rv": st.values, "rt": st.thresholds, "v": _num(by_key[k].values[-1]),
-                "e": end}
-               for k, st in states.items() if not _idle(st)]
+                "e": from_epoch(st.decided_until) if st.decided_until else end}
+               for k, st in states.items() if k in stepped and not _idle(st)]
     deletes = [k for k, st in states.items() if _idle(st) and k in stored.states]
-    deletes += [k for k in stored.states if k not in by_key and k != GROUP_KEY]
-    if rule.n > 1 and (group != "ok" or group_before != group):
+    if rule.n > 1 and group != "ok" and (group != group_before
+                                         or GROUP_KEY not in stored.states):
         upserts.append({"r": rule.id, "k": GROUP_KEY, "o": rule.org_id, "s": group, "h": [],
                         "rv": [], "rt": [], "v": None, "e": end})
     elif rule.n > 1 and GROUP_KEY in stored.states and group == "ok":
@@ -404,15 +561,16 @@ def plan_rule(rule: Rule, starts: list[int], evals: list[SeriesEval], fleet: Fle
 async def load_stored(session: AsyncSession, rule_ids: list[uuid.UUID]
                       ) -> dict[uuid.UUID, Stored]:
     """States and open alerts of many rules (read after the rules themselves, so a newer
-    state always comes with a newer eval_version and loses nothing to the compare-and-set)."""
+    state always comes with a newer eval_version and loses to the compare-and-set)."""
     out: dict[uuid.UUID, Stored] = {r: Stored() for r in rule_ids}
     if not rule_ids:
         return out
-    for r, k, st, h, v, th in (await session.execute(text(
-            "SELECT rule_id, series_key, state, history, recent_values, recent_thresholds "
-            "FROM alert_series_state "
-            "WHERE rule_id = ANY(:r)"), {"r": rule_ids})).all():
-        out[r].states[k] = SeriesState(st, list(h), list(v), list(th))
+    for r, k, st, h, v, th, we in (await session.execute(text(
+            "SELECT rule_id, series_key, state, history, recent_values, recent_thresholds, "
+            "window_end FROM alert_series_state WHERE rule_id = ANY(:r)"),
+            {"r": rule_ids})).all():
+        out[r].states[k] = SeriesState(st, list(h), list(v), list(th),
+                                       epoch(we) if we is not None else 0)
     for r, g, a, v in (await session.execute(text(
             "SELECT rule_id, group_key, id, version FROM alerts WHERE rule_id = ANY(:r) "
             "AND state = 'firing'"), {"r": rule_ids})).all():
@@ -420,39 +578,40 @@ async def load_stored(session: AsyncSession, rule_ids: list[uuid.UUID]
     return out
 
 
-async def advance_quiet(session: AsyncSession, rules: list[tuple[Rule, int]]) -> set[uuid.UUID]:
+_CAS = ("UPDATE alert_rules r SET evaluated_until = coalesce(x.u, r.evaluated_until), "
+        "eval_version = r.eval_version + 1 FROM unnest(CAST(:ids AS uuid[]), "
+        "CAST(:vs AS int[]), CAST(:us AS timestamptz[])) AS x(id, v, u) "
+        "WHERE r.id = x.id AND r.eval_version = x.v AND r.enabled RETURNING r.id")
+
+
+async def advance_quiet(session: AsyncSession, rules: list[tuple[Rule, int | None]]
+                        ) -> set[uuid.UUID]:
     """Rules with nothing to write: their cursors advance in one statement, each row still
     compare-and-set on its eval_version. Returns the ids that advanced."""
-    if not rules:
+    due = [(r, u) for r, u in rules if u is not None]
+    if not due:
         return set()
     async with session.begin():
-        rows = (await session.execute(text(
-            "UPDATE alert_rules r SET evaluated_until = x.u, eval_version = r.eval_version + 1 "
-            "FROM unnest(CAST(:ids AS uuid[]), CAST(:vs AS int[]), CAST(:us AS timestamptz[])) "
-            "AS x(id, v, u) WHERE r.id = x.id AND r.eval_version = x.v AND r.enabled "
-            "RETURNING r.id"), {"ids": [r.id for r, _ in rules],
-                                "vs": [r.eval_version for r, _ in rules],
-                                "us": [from_epoch(u) for _, u in rules]})).all()
+        rows = (await session.execute(text(_CAS), {
+            "ids": [r.id for r, _ in due], "vs": [r.eval_version for r, _ in due],
+            "us": [from_epoch(u) for _, u in due]})).all()
     return {r[0] for r in rows}
 
 
-async def apply_plan(session: AsyncSession, rule: Rule, until: int, plan: RulePlan,
+async def apply_plan(session: AsyncSession, rule: Rule, until: int | None, plan: RulePlan,
                      stored: Stored) -> int | None:
     """Write one rule's plan in one transaction: compare-and-set on eval_version first (None
-    when another evaluation got there first), then states, alerts and events. Returns the
+    when another evaluation got there first), then alerts, events and states. Returns the
     number of events written."""
     try:
         async with session.begin():
-            won = (await session.execute(text(
-                "UPDATE alert_rules SET evaluated_until = :u, eval_version = eval_version + 1 "
-                "WHERE id = :id AND eval_version = :v AND enabled RETURNING eval_version"),
-                {"u": from_epoch(until), "id": rule.id, "v": rule.eval_version})).first()
+            won = (await session.execute(text(_CAS), {
+                "ids": [rule.id], "vs": [rule.eval_version],
+                "us": [None if until is None else from_epoch(until)]})).first()
             if won is None:
                 return None
-            open_alerts = dict(stored.open_alerts)
-            events = 0
-            for tr in plan.transitions:
-                events += await _transition(session, rule, tr, open_alerts)
+            events = await _write_transitions(session, rule, plan.transitions,
+                                              dict(stored.open_alerts))
             if plan.deletes:
                 await session.execute(text(
                     "DELETE FROM alert_series_state WHERE rule_id = :r AND series_key = ANY(:k)"),
@@ -472,35 +631,43 @@ async def apply_plan(session: AsyncSession, rule: Rule, until: int, plan: RulePl
         return None
 
 
-async def _transition(session: AsyncSession, rule: Rule, tr: Transition,
-                      open_alerts: dict[str, tuple[uuid.UUID, int]]) -> int:
-    """Open or resolve one alert and write its event, both compare-and-set."""
-    ev = json.dumps(tr.evidence)
-    if tr.kind == "firing":
-        if tr.group_key in open_alerts:
-            return 0
-        alert_id = uuid.uuid4()
+async def _write_transitions(session: AsyncSession, rule: Rule, transitions: list[Transition],
+                             open_alerts: dict[str, tuple[uuid.UUID, int]]) -> int:
+    """Open and resolve alerts with their events, in order, batched per kind of write.
+    Resolving is compare-and-set on the alert's version: a miss rolls the rule back."""
+    alerts: list[dict[str, Any]] = []
+    resolves: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    for tr in transitions:
+        ev = json.dumps(tr.evidence)
+        if tr.kind == "firing":
+            if tr.group_key in open_alerts:
+                continue
+            alert_id = uuid.uuid4()
+            alerts.append({"id": alert_id, "o": rule.org_id, "r": rule.id, "g": tr.group_key,
+                           "s": from_epoch(tr.first), "ev": ev})
+            open_alerts[tr.group_key] = (alert_id, 1)
+        else:
+            if tr.group_key not in open_alerts:
+                continue
+            alert_id, version = open_alerts.pop(tr.group_key)
+            resolves.append({"id": alert_id, "v": version, "t": from_epoch(tr.at), "ev": ev})
+        events.append({"id": uuid.uuid4(), "o": rule.org_id, "r": rule.id, "a": alert_id,
+                       "k": tr.kind, "at": from_epoch(tr.at), "ev": ev})
+    if alerts:
         await session.execute(text(
             "INSERT INTO alerts (id, org_id, rule_id, group_key, state, started_at, evidence, "
-            "version) VALUES (:id, :o, :r, :g, 'firing', :s, CAST(:ev AS jsonb), 1)"),
-            {"id": alert_id, "o": rule.org_id, "r": rule.id, "g": tr.group_key,
-             "s": from_epoch(tr.first), "ev": ev})
-        open_alerts[tr.group_key] = (alert_id, 1)
-    else:
-        if tr.group_key not in open_alerts:
-            return 0
-        alert_id, version = open_alerts.pop(tr.group_key)
+            "version) VALUES (:id, :o, :r, :g, 'firing', :s, CAST(:ev AS jsonb), 1)"), alerts)
+    for rv in resolves:
         done = (await session.execute(text(
             "UPDATE alerts SET state = 'resolved', resolved_at = :t, version = version + 1, "
             "updated_at = now(), evidence = evidence || jsonb_build_object('resolution', "
             "CAST(:ev AS jsonb)) WHERE id = :id AND version = :v AND state = 'firing' "
-            "RETURNING id"), {"t": from_epoch(tr.at), "id": alert_id, "v": version,
-                              "ev": ev})).first()
+            "RETURNING id"), rv)).first()
         if done is None:
-            raise Conflict(str(alert_id))
-    await session.execute(text(
-        "INSERT INTO alert_events (id, org_id, rule_id, alert_id, kind, at, evidence) "
-        "VALUES (:id, :o, :r, :a, :k, :at, CAST(:ev AS jsonb))"),
-        {"id": uuid.uuid4(), "o": rule.org_id, "r": rule.id, "a": alert_id, "k": tr.kind,
-         "at": from_epoch(tr.at), "ev": ev})
-    return 1
+            raise Conflict(str(rv["id"]))
+    if events:
+        await session.execute(text(
+            "INSERT INTO alert_events (id, org_id, rule_id, alert_id, kind, at, evidence) "
+            "VALUES (:id, :o, :r, :a, :k, :at, CAST(:ev AS jsonb))"), events)
+    return len(events)

@@ -177,12 +177,14 @@ async def agent_last_heard(session: AsyncSession, orgs: Sequence[uuid.UUID]
 
 
 def silence_windows(heard: dict[tuple[uuid.UUID, SeriesKey], datetime], window_s: int,
-                    starts: Sequence[int]) -> Windows:
-    """Silence at each window's end, from the time each agent was last heard."""
+                    starts: Sequence[int], now: int) -> Windows:
+    """Silence at each window's end (or now, for the open window), from the time each agent
+    was last heard."""
     out: Windows = {}
     for key, last in heard.items():
         t_last = last.timestamp()
-        out[key] = {w: WinStat(samples=1, count=1, total=max(0.0, w + window_s - t_last))
+        out[key] = {w: WinStat(samples=1, count=1,
+                               total=max(0.0, min(w + window_s, now) - t_last))
                     for w in starts}
     return out
 
