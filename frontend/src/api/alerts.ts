@@ -62,6 +62,8 @@ export interface RuleDraft {
 
 export interface RuleVM extends RuleDraft {
   id: string;
+  /** alerts of this rule firing now */
+  firing: number;
   createdMs: number;
   updatedMs: number;
 }
@@ -331,6 +333,7 @@ export function toRule(v: unknown): RuleVM {
     reminder_interval_s: num(r.reminder_interval_s),
     createdMs: ms(r.created_at) ?? 0,
     updatedMs: ms(r.updated_at) ?? 0,
+    firing: num(r.firing) ?? 0,
   };
 }
 

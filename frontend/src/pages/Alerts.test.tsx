@@ -134,4 +134,79 @@ describe("Alerts page", () => {
     expect(result.textContent).toContain("failed");
     expect(result.textContent).toContain('HTTP 401 Unauthorized: {"error":"bad signature"}');
   });
+
+  it("adds a recurring maintenance window in a timezone scoped to a rule, and lists its next start", async () => {
+    const user = userEvent.setup({ delay: null });
+    const windows: unknown[] = [];
+    api.route("GET /api/v1/maintenance-windows", () => windows);
+    api.route("POST /api/v1/maintenance-windows", (r) => {
+      const w = { id: "m1", ...(r.body as Record<string, unknown>), ends_at: null, created_by: "ops@example.com", created_at: "2026-11-23T18:00:00Z", active_now: false, next_start: "2026-11-29T01:00:00Z" };
+      windows.push(w);
+      return { status: 201, body: w };
+    });
+    navigate("/alerts?tab=silences");
+    mount();
+    const form = await screen.findByRole("form", { name: "New maintenance window" });
+    await user.type(within(form).getByRole("textbox", { name: "Name" }), "Sunday patching");
+    await user.click(within(form).getByRole("button", { name: "Recurring" }));
+    const first = within(form).getByLabelText("First occurrence");
+    await user.type(first, "2026-11-29T02:00");
+    const rrule = within(form).getByRole("textbox", { name: "RRULE (RFC 5545)" });
+    await user.clear(rrule);
+    await user.type(rrule, "FREQ=WEEKLY;BYDAY=SU");
+    const duration = within(form).getByRole("spinbutton", { name: "Duration (min)" });
+    await user.clear(duration);
+    await user.type(duration, "90");
+    const tz = within(form).getByRole("textbox", { name: "Timezone" });
+    await user.clear(tz);
+    await user.type(tz, "Europe/Berlin");
+    await user.selectOptions(within(form).getByRole("combobox", { name: "Rule" }), "r1");
+    await user.click(within(form).getByRole("button", { name: "Add window" }));
+    const table = await screen.findByRole("table", { name: "Maintenance windows" });
+    expect(api.seen.find((x) => x.method === "POST")!.body).toEqual({
+      name: "Sunday patching",
+      timezone: "Europe/Berlin",
+      rule_ids: ["r1"],
+      matchers: [],
+      comment: "",
+      rrule: "FREQ=WEEKLY;BYDAY=SU",
+      duration_s: 5400,
+      starts_at: "2026-11-29T02:00",
+    });
+    expect(table.textContent).toContain("FREQ=WEEKLY;BYDAY=SU for 90 min, next 2026-11-29 01:00Z");
+    expect(table.textContent).toContain("EU p99");
+  });
+
+  it("shows a channel's delivery log with the receiver's reply and a failure's error", async () => {
+    const user = userEvent.setup({ delay: null });
+    const ch = { id: "c1", name: "ops mail", kind: "email", enabled: true, config: { host: "smtp.example.com", to_addresses: ["ops@example.com"] }, created_at: "2026-11-23T00:00:00Z", updated_at: "2026-11-23T00:00:00Z" };
+    api.route("GET /api/v1/channels", () => [ch]);
+    const row = (over: Record<string, unknown>) => ({
+      id: "d1", notification_id: "n1", notification_kind: "firing", channel_id: "c1", channel_name: "ops mail", channel_kind: "email", rule_id: "r1", rule_name: "EU p99",
+      alert_ids: ["al1"], state: "sent", attempts: 1, next_attempt_at: "2026-11-23T18:01:00Z", last_error: null, response: "250 2.0.0 Ok: queued as 4F1", sent_at: "2026-11-23T18:01:03Z", created_at: "2026-11-23T18:01:01Z", ...over,
+    });
+    api.route("GET /api/v1/channels/c1/deliveries", () => [row({}), row({ id: "d2", notification_kind: "resolved", state: "failed", attempts: 3, last_error: "550 5.1.1 <ops@example.com>: Recipient address rejected", response: null, sent_at: null })]);
+    navigate("/alerts?tab=channels");
+    mount();
+    const channels = await screen.findByRole("table", { name: "Channels" });
+    expect(channels.textContent).toContain("smtp.example.com → ops@example.com");
+    await user.click(within(channels).getByRole("button", { name: "Delivery log of ops mail" }));
+    await waitFor(() => expect(screen.getByRole("table", { name: "Delivery log" }).textContent).toContain("Recipient address rejected"));
+    const rows = within(screen.getByRole("table", { name: "Delivery log" })).getAllByRole("row");
+    expect(rows[1]!.textContent).toContain("firing EU p99");
+    expect(rows[1]!.textContent).toContain("250 2.0.0 Ok: queued as 4F1");
+    expect(rows[2]!.textContent).toContain("failed");
+    expect(rows[2]!.textContent).toContain("550 5.1.1 <ops@example.com>: Recipient address rejected");
+  });
+
+  it("lists rules with how many of their alerts fire now, linking each to its editor", async () => {
+    api.route("GET /api/v1/alert-rules", () => [rule({ firing: 2 }), rule({ id: "r2", name: "quiet", enabled: false })]);
+    navigate("/alerts?tab=rules");
+    mount();
+    const table = await screen.findByRole("table", { name: "Alert rules" });
+    const rows = within(table).getAllByRole("row");
+    expect(rows[1]!.textContent).toContain("2 firing");
+    expect(rows[2]!.textContent).toContain("disabled");
+    expect(within(table).getByRole("link", { name: "quiet" }).getAttribute("href")).toBe("/alerts/rule?id=r2");
+  });
 });

@@ -58,7 +58,9 @@ function Rules({ rules }: { rules: RuleVM[] }) {
             <td>
               <SeverityBadge severity={r.severity} />
             </td>
-            <td>{r.enabled ? "enabled" : "disabled"}</td>
+            <td>
+              {r.firing > 0 ? <span className="badge bad">{r.firing} firing</span> : r.enabled ? "enabled" : <span className="muted">disabled</span>}
+            </td>
             <td>
               <button
                 type="button"
