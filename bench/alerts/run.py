@@ -11,12 +11,9 @@ does, and a local HTTP server standing in for a Slack incoming-webhook URL.
   first slow sample's timestamp to the Slack message arriving at the server: it includes the
   agent's one-second shipping, window closing, evaluation (every 10 s on beat), dispatch and
   the HTTP post.
-- eval: a 24-agent fleet (576 ordered pairs, self-loops included) with 10 rounds/s of raw
-  samples for the last 4 minutes, and 200 enabled rules of the kinds a user writes over it
-  (p50 to p99.99, mean, std, loss rate; 30 s and 60 s windows; the whole mesh, a region, a
-  topology class, a single agent's pairs). One steady-state cycle of the worker's own
-  evaluation (services/alerts/evaluate.py: each rule's newest window) is timed; the best of
-  3 cycles is reported, since the machine is shared and noise only slows a cycle down.
+- eval: one evaluation cycle of 200 rules over a 24-agent fleet (576 ordered pairs,
+  self-loops included) at 10 rounds/s, timed by evaluation's own bench
+  (stormwatch/devtools/alert_eval_bench.py: the worker's evaluate_cycle, median of 3).
 
 Prints progress on stderr and one line on stdout:
 `alerts: spike->notify p50 <s> s, p95 <s> s, eval <n> rules x <m> series <ms> ms`
@@ -25,12 +22,10 @@ Prints progress on stderr and one line on stdout:
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gzip
 import json
 import math
 import os
-import random
 import shutil
 import signal
 import statistics
@@ -40,7 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -271,90 +266,15 @@ def spike_to_notify(stack: Stack, base_url: str) -> list[float]:
     return list(latencies.values())
 
 
-def eval_cycle(stack: Stack, n_agents: int = 24, n_rules: int = 200,
-               minutes: int = 4) -> tuple[int, int, float]:
-    from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
-    from sqlalchemy.pool import NullPool
-    from stormwatch.services.alerts.evaluate import evaluate_cycle
+def eval_cycle(stack: Stack) -> tuple[int, int, float]:
+    """Evaluation's own bench of one cycle (devtools/alert_eval_bench.py) on this stack's
+    database: its fleet, samples and rules in an org of their own."""
+    from stormwatch.devtools.alert_eval_bench import run
 
-    org = create_org_sync(stack.pg.url, "Bench fleet", "bench-fleet@example.test",
-                          password="bench password 1")
-    regions = ["us-east-1", "us-west-2", "eu-west-1", "eu-central-1", "ap-south-1",
-               "ap-northeast-1"]
-    conninfo = (f"host=127.0.0.1 port={stack.pg.port} user=stormwatch dbname=stormwatch")
-    ids = [uuid.uuid4() for _ in range(n_agents)]
-    region_of = {a: regions[i % len(regions)] for i, a in enumerate(ids)}
-    zone_of = {a: f"{region_of[a]}{'ab'[(i // len(regions)) % 2]}" for i, a in enumerate(ids)}
-    now = datetime.now(UTC)
-    with psycopg.connect(conninfo) as conn:
-        for a in ids:
-            conn.execute("INSERT INTO agents (id, org_id, name, provider, region, zone, "
-                         "token_prefix, token_hash, last_seen) VALUES (%s, %s, %s, 'aws', %s, "
-                         "%s, 'x', %s, now())",
-                         (a, org.org_id, f"fleet-{a.hex[:6]}", region_of[a], zone_of[a],
-                          uuid.uuid4().hex * 2))
-        pairs = [(a, b) for a in ids for b in ids]
-        with conn.cursor().copy("COPY agent_pairs (org_id, src_agent_id, dst_agent_id, "
-                                "topology_class) FROM STDIN") as cp:
-            for a, b in pairs:
-                tc = ("self" if a == b else "cross_region" if region_of[a] != region_of[b]
-                      else "cross_az" if zone_of[a] != zone_of[b] else "same_subnet")
-                cp.write_row((org.org_id, a, b, tc))
-        conn.execute("SELECT sw_ensure_partitions('mesh_samples', %s, %s)",
-                     (now - timedelta(days=1), now + timedelta(days=1)))
-        rnd = random.Random(1)
-        t0 = now - timedelta(minutes=minutes)
-        rounds = minutes * 60 * RATE_HZ
-        with conn.cursor().copy("COPY mesh_samples (time, org_id, src_agent_id, dst_agent_id, "
-                                "round, payload_bytes, rtt_us, status) FROM STDIN") as cp:
-            for r in range(rounds):
-                t = t0 + timedelta(seconds=r / RATE_HZ)
-                for a, b in pairs:
-                    lost = rnd.random() < 0.001
-                    rtt = None if lost else int(300 + rnd.expovariate(1 / 200))
-                    cp.write_row((t, org.org_id, a, b, r, 1024, rtt, 1 if lost else 0))
-        stats = ["p50", "p90", "p99", "p99.9", "p99.99", "mean", "std", "loss_rate"]
-        scopes: list[dict[str, Any]] = [{}, {"regions": ["eu-west-1"]},
-                                        {"topology_class": ["cross_region"]},
-                                        {"src": [str(ids[0])]}, {"regions": ["us-east-1",
-                                                                            "ap-south-1"]}]
-        for i in range(n_rules):
-            stat = stats[i % len(stats)]
-            cond = ({"type": "above", "value": 0.05} if stat == "loss_rate"
-                    else {"type": "above", "value": 50_000 + i})
-            conn.execute(
-                "INSERT INTO alert_rules (id, org_id, name, severity, metric, statistic, scope, "
-                "window_s, condition, x, y, n, m) VALUES (%s, %s, %s, 'warning', 'mesh_rtt', "
-                "%s, %s, %s, %s, %s, %s, 1, NULL)",
-                (uuid.uuid4(), org.org_id, f"bench {i}", stat,
-                 json.dumps(scopes[i % len(scopes)]), (30, 60)[i % 2], json.dumps(cond),
-                 1 + i % 2, 2 + i % 2))
-        conn.commit()
-    say(f"fleet: {n_agents} agents, {len(pairs)} pairs, {rounds * len(pairs)} raw samples, "
-        f"{n_rules} rules")
-
-    async def cycles() -> list[tuple[int, int, float]]:
-        engine = create_async_engine(stack.pg.url, poolclass=NullPool)
-        sm = async_sessionmaker(engine, expire_on_commit=False)
-        out = []
-        try:
-            org_ids = [uuid.UUID(org.org_id)]
-            # Catch up once (a new rule's first cycle reads the last 10 minutes), then
-            # time steady-state cycles: each rule's newest window, as every 10 s live.
-            await evaluate_cycle(sm, now=now - timedelta(seconds=90), org_ids=org_ids)
-            for k in range(3):
-                res = await evaluate_cycle(sm, now=now - timedelta(seconds=60 - 30 * k),
-                                           org_ids=org_ids)
-                say(f"  cycle: {res.rules} rules, {res.series} series evaluated, "
-                    f"{res.elapsed_ms:.0f} ms, errors {len(res.errors)}")
-                out.append((res.rules, res.series, res.elapsed_ms))
-        finally:
-            await engine.dispose()
-        return out
-
-    runs = asyncio.run(cycles())
-    best = min(runs, key=lambda r: r[2])
-    return best[0], len(pairs), best[2]
+    res = run(stack.pg.url, rules=200, agents=24, repeats=3)
+    say(f"eval cycles: {[round(t) for t in res['runs_ms']]} ms, {res['series_evaluated']} "
+        f"series evaluated, {res['events']} events")
+    return int(res["rules"]), int(res["series"]), float(res["eval_ms"])
 
 
 def main() -> None:
