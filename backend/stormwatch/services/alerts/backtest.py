@@ -64,7 +64,7 @@ async def backtest(session: AsyncSession, org_id: uuid.UUID, draft: dict[str, An
         activity = await agent_activity(session, org_id, from_epoch(s_e - 86400),
                                         from_epoch(e_e))
         first_seen: dict[uuid.UUID, datetime] = dict((await session.execute(text(
-            "SELECT id, first_seen FROM agents WHERE org_id = :o"), {"o": org_id})).tuples().all())
+            "SELECT id, first_seen FROM agents WHERE org_id = :o"), {"o": org_id})).all())
         data = replayed_silence(activity, org_id, agents, w, np.arange(s_e, e_e, w),
                                 first_seen)
         source = {"resolution": "1m", "exact": False,

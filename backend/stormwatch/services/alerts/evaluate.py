@@ -359,20 +359,15 @@ async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
             res.stepped += len(evals)
             plans.append((r, plan_rule(r, due[r.id], evals, fleet, stored[r.id])))
     async with sessionmaker() as session:
-        quiet = [(r, due[r.id].closed_until) for r, p in plans if p.quiet]
-        advanced = await advance_quiet(session, quiet)
-        n_quiet = sum(1 for _, u in quiet if u is not None)
-        res.evaluated += len(advanced)
-        res.conflicts += n_quiet - len(advanced)
-        for r, p in plans:
-            if p.quiet:
-                continue
-            events = await apply_plan(session, r, due[r.id].closed_until, p, stored[r.id])
-            if events is None:
-                res.conflicts += 1
-            else:
-                res.evaluated += 1
-                res.events += events
+        written = await write_cycle(session, [(r, due[r.id].closed_until, p, stored[r.id])
+                                              for r, p in plans])
+    for r, _ in plans:
+        got = written.get(r.id)
+        if got is None:
+            res.conflicts += 1
+        else:
+            res.evaluated += 1
+            res.events += got
     res.elapsed_ms = (time.perf_counter() - t0) * 1000
     return res
 
@@ -578,57 +573,67 @@ async def load_stored(session: AsyncSession, rule_ids: list[uuid.UUID]
     return out
 
 
-_CAS = ("UPDATE alert_rules r SET evaluated_until = coalesce(x.u, r.evaluated_until), "
-        "eval_version = r.eval_version + 1 FROM unnest(CAST(:ids AS uuid[]), "
-        "CAST(:vs AS int[]), CAST(:us AS timestamptz[])) AS x(id, v, u) "
-        "WHERE r.id = x.id AND r.eval_version = x.v AND r.enabled RETURNING r.id")
-
-
-async def advance_quiet(session: AsyncSession, rules: list[tuple[Rule, int | None]]
-                        ) -> set[uuid.UUID]:
-    """Rules with nothing to write: their cursors advance in one statement, each row still
-    compare-and-set on its eval_version. Returns the ids that advanced."""
-    due = [(r, u) for r, u in rules if u is not None]
-    if not due:
-        return set()
+async def write_cycle(session: AsyncSession,
+                      work: list[tuple[Rule, int | None, RulePlan, Stored]]
+                      ) -> dict[uuid.UUID, int]:
+    """Write a cycle in one transaction (one commit for all rules). The rules are locked in
+    id order (so two cycles cannot deadlock) and each is compare-and-set on the eval_version
+    it was evaluated at: a rule another evaluation already advanced is left alone. Each
+    rule's writes sit in a savepoint. Returns the events written per rule applied (rules
+    not applied are absent)."""
+    out: dict[uuid.UUID, int] = {}
+    work = [w for w in work if w[1] is not None or not w[2].quiet]
+    if not work:
+        return out
     async with session.begin():
-        rows = (await session.execute(text(_CAS), {
-            "ids": [r.id for r, _ in due], "vs": [r.eval_version for r, _ in due],
-            "us": [from_epoch(u) for _, u in due]})).all()
-    return {r[0] for r in rows}
+        current: dict[uuid.UUID, int] = dict((await session.execute(text(
+            "SELECT id, eval_version FROM alert_rules WHERE id = ANY(:ids) AND enabled "
+            "ORDER BY id FOR UPDATE"), {"ids": [w[0].id for w in work]})).all())
+        won = [w for w in work if current.get(w[0].id) == w[0].eval_version]
+        quiet = [(r, u) for r, u, p, _ in won if p.quiet]
+        if quiet:
+            await session.execute(text(
+                "UPDATE alert_rules r SET evaluated_until = x.u, eval_version = r.eval_version "
+                "+ 1 FROM unnest(CAST(:ids AS uuid[]), CAST(:us AS timestamptz[])) AS x(id, u) "
+                "WHERE r.id = x.id"), {"ids": [r.id for r, _ in quiet],
+                                      "us": [from_epoch(u) for _, u in quiet if u is not None]})
+            out.update({r.id: 0 for r, _ in quiet})
+        for rule, until, plan, stored in won:
+            if plan.quiet:
+                continue
+            try:
+                async with session.begin_nested():
+                    out[rule.id] = await apply_plan(session, rule, until, plan, stored)
+            except Conflict:
+                log.warning("alert rule %s: an alert changed under the evaluation; the "
+                            "next cycle redoes it", rule.id)
+    return out
 
 
 async def apply_plan(session: AsyncSession, rule: Rule, until: int | None, plan: RulePlan,
-                     stored: Stored) -> int | None:
-    """Write one rule's plan in one transaction: compare-and-set on eval_version first (None
-    when another evaluation got there first), then alerts, events and states. Returns the
-    number of events written."""
-    try:
-        async with session.begin():
-            won = (await session.execute(text(_CAS), {
-                "ids": [rule.id], "vs": [rule.eval_version],
-                "us": [None if until is None else from_epoch(until)]})).first()
-            if won is None:
-                return None
-            events = await _write_transitions(session, rule, plan.transitions,
-                                              dict(stored.open_alerts))
-            if plan.deletes:
-                await session.execute(text(
-                    "DELETE FROM alert_series_state WHERE rule_id = :r AND series_key = ANY(:k)"),
-                    {"r": rule.id, "k": plan.deletes})
-            if plan.upserts:
-                await session.execute(text(
-                    "INSERT INTO alert_series_state (rule_id, series_key, org_id, state, "
-                    "history, recent_values, recent_thresholds, last_value, window_end) "
-                    "VALUES (:r, :k, :o, :s, :h, :rv, :rt, :v, :e) "
-                    "ON CONFLICT (rule_id, series_key) DO UPDATE SET state = excluded.state, "
-                    "history = excluded.history, recent_values = excluded.recent_values, "
-                    "recent_thresholds = excluded.recent_thresholds, "
-                    "last_value = excluded.last_value, window_end = excluded.window_end"),
-                    plan.upserts)
-            return events
-    except Conflict:
-        return None
+                     stored: Stored) -> int:
+    """One rule's writes (inside write_cycle's transaction, the rule locked and its version
+    checked): the cursor, alerts, events and states. Returns the events written."""
+    await session.execute(text(
+        "UPDATE alert_rules SET evaluated_until = coalesce(:u, evaluated_until), "
+        "eval_version = eval_version + 1 WHERE id = :id"),
+        {"u": None if until is None else from_epoch(until), "id": rule.id})
+    events = await _write_transitions(session, rule, plan.transitions, dict(stored.open_alerts))
+    if plan.deletes:
+        await session.execute(text(
+            "DELETE FROM alert_series_state WHERE rule_id = :r AND series_key = ANY(:k)"),
+            {"r": rule.id, "k": plan.deletes})
+    if plan.upserts:
+        await session.execute(text(
+            "INSERT INTO alert_series_state (rule_id, series_key, org_id, state, history, "
+            "recent_values, recent_thresholds, last_value, window_end) "
+            "VALUES (:r, :k, :o, :s, :h, :rv, :rt, :v, :e) "
+            "ON CONFLICT (rule_id, series_key) DO UPDATE SET state = excluded.state, "
+            "history = excluded.history, recent_values = excluded.recent_values, "
+            "recent_thresholds = excluded.recent_thresholds, "
+            "last_value = excluded.last_value, window_end = excluded.window_end"),
+            plan.upserts)
+    return events
 
 
 async def _write_transitions(session: AsyncSession, rule: Rule, transitions: list[Transition],

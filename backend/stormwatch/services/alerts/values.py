@@ -92,11 +92,14 @@ async def raw_windows(session: AsyncSession, orgs: Sequence[uuid.UUID], metric: 
     value = ADJUSTED_RAW if metric.adjusted else spec.raw_value
     pct = ("percentile_cont(CAST(:qs AS float8[])) WITHIN GROUP (ORDER BY v)" if percentiles
            else "NULL::float8[]")
+    # The percentiles sort each window's samples: a fleet's window (576 pairs x 300 samples,
+    # ~50 MB to sort) spills to disk under the default 4 MB.
+    await session.execute(text("SET LOCAL work_mem = '64MB'"))
     rows = (await session.execute(text(
         f"SELECT org_id, {keys}, ws, count(*), count(v), "
         f"count(*) FILTER (WHERE failed), sum(v), sum(v * v), min(v), max(v), {pct} "
         f"FROM (SELECT org_id, {keys}, "
-        f"(floor(extract(epoch FROM time) / :w) * :w)::bigint AS ws, "
+        f"(floor(extract(epoch FROM time)::float8 / :w) * :w)::bigint AS ws, "
         f"({value})::float8 AS v, ({spec.raw_failure}) AS failed FROM {spec.raw_table} "
         f"WHERE org_id = ANY(:orgs) AND time >= :s AND time < :e"
         + "".join(f" AND {c}" for c in where) + f") t GROUP BY org_id, {keys}, ws"),
