@@ -300,8 +300,8 @@ def test_a_celery_worker_killed_mid_delivery_leaves_exactly_one_processed_messag
             lease_end = d["lease_expires_at"]
             wait_until("the lease to expire", 10, lambda: datetime.now(UTC) > lease_end)
             client.send_task("stormwatch.dispatch_alert_events")
-            wait_until("the resumed delivery", 90,
-                       lambda: deliveries(db, rule)[0]["state"] == "sent")
+            wait_until("the resumed delivery", 90, lambda: any(
+                d["state"] == "sent" for d in deliveries(db, rule)))
             ids = {{k.lower(): v for k, v in q.headers.items()}["webhook-id"]
                    for q in hook.requests}
     finally:
@@ -311,3 +311,32 @@ def test_a_celery_worker_killed_mid_delivery_leaves_exactly_one_processed_messag
     assert (d["state"], d["attempts"]) == ("sent", 2)
     assert len(hook.requests) == 2 and len(ids) == 1
     assert len(hook.accepted) == 1 and hook.duplicates == 1 and hook.bad_signatures == 0
+
+
+def test_a_delivery_that_fails_once_is_retried_by_the_worker_itself_and_told_once(
+        services: Services, api_server: ApiServer, make_org: Callable[..., OrgCredentials],
+        db: Engine) -> None:
+    """No beat: after a 503 the dispatch task schedules its own next run for when the
+    backoff ends, and that run delivers. The receiver processes exactly one message."""
+    org = make_org()
+    h = {"Authorization": f"Bearer {org.api_key}"}
+    w = Worker(services, {"NOTIFY_RETRY_BASE_S": "2"})
+    client = Celery(broker=services.redis_url)
+    try:
+        with HttpReceiver() as hook, api_server.client() as api:
+            r = api.post("/api/v1/channels", headers=h, json={
+                "name": "hook", "kind": "webhook", "config": {"url": hook.url}})
+            hook.secret = r.json()["signing_secret"]
+            hook.script = [(503, "busy, try later")]
+            rule = add_rule(db, uuid.UUID(org.org_id), [uuid.UUID(r.json()["id"])])
+            w.start("worker")
+            fire(db, uuid.UUID(org.org_id), rule, "e2e-a → e2e-b")
+            client.send_task("stormwatch.dispatch_alert_events")
+            wait_until("the retried delivery", 90, lambda: any(
+                d["state"] == "sent" for d in deliveries(db, rule)))
+    finally:
+        w.stop()
+        client.close()
+    [d] = deliveries(db, rule)
+    assert (d["state"], d["attempts"], d["last_error"]) == ("sent", 2, None)
+    assert len(hook.requests) == 2 and len(hook.accepted) == 1 and hook.duplicates == 0
