@@ -159,3 +159,29 @@ async def test_a_storage_failure_rate_rule_fires_on_puts_of_its_target(
     with db.connect() as c:
         assert c.execute(text("SELECT count(*) FROM alerts WHERE rule_id = :r"),
                          {"r": rule}).scalar() == 1
+
+
+async def test_a_throughput_rule_fires_when_a_link_drops_below_its_floor(
+        services: Any, db: Engine, org: Any) -> None:
+    """Seed 004's high→low transitions: throughput is one more kind in the registry."""
+    a, b = make_agents(db, org.org_id, [{"name": "a", "region": "eu-west-1"},
+                                        {"name": "b", "region": "us-east-1"}])
+    start = aligned_now(60) - timedelta(seconds=3 * 60)
+    exp = uuid.uuid4()
+    rows = [{"t": start + timedelta(seconds=s), "o": org.org_id, "s": a, "d": b, "e": exp,
+             "v": 9.0e8 if s < 60 else 1.5e8} for s in range(120)]
+    with db.begin() as c:
+        c.execute(text(
+            "INSERT INTO throughput_samples (time, org_id, src_agent_id, dst_agent_id, proto, "
+            "experiment_id, direction, bytes_per_s) VALUES (:t, :o, :s, :d, 'tcp', :e, "
+            "'forward', :v)"), rows)
+    rule = insert_rule(db, org.org_id, metric="throughput", statistic="mean", window_s=60,
+                       scope={"proto": ["tcp"]}, condition={"type": "below", "value": 5e8})
+    sm = sessionmaker_for(services.database_url)
+    await step_through(sm, rule, start, 1, 1, 60)
+    assert alerts_of(db, rule) == []
+    await step_through(sm, rule, start, 2, 2, 60)
+    (alert,) = alerts_of(db, rule)
+    s = alert.evidence["series"][0]
+    assert s["proto"] == "tcp" and s["value"] == pytest.approx(1.5e8)
+    assert alert.evidence["unit"] == "bytes/s" and alert.evidence["threshold"] == 5e8

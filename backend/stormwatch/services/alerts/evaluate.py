@@ -226,9 +226,11 @@ async def rule_series(session: AsyncSession, rule: Rule, fleet: Fleet, batch: Ba
     rows = batch.rows_in_scope(rule, fleet)
     cond = rule.condition
     vals = batch.matrix(rule.statistic)[rows][:, cols] if rows.size else np.zeros((0, len(cols)))
-    known = {batch.key_str[i] for i in rows}
-    tracked = [k for k in stored.states if k != GROUP_KEY and k not in known]
-    extra_keys = [p for p in (_parse_key(metric, k) for k in tracked) if p is not None]
+    known = {batch.key_str[i] for i in rows} if stored.states else set()
+    parsed = [(k, _parse_key(metric, k)) for k in stored.states
+              if k != GROUP_KEY and k not in known]
+    tracked = [k for k, p in parsed if p is not None]
+    extra_keys = [p for _, p in parsed if p is not None]
     if extra_keys:  # series with state but no samples now: their windows have no data
         vals = np.vstack([vals, np.full((len(extra_keys), len(cols)), np.nan)])
     keys: list[SeriesKey] = [batch.keys[i][1] for i in rows] + extra_keys
@@ -244,8 +246,11 @@ async def rule_series(session: AsyncSession, rule: Rule, fleet: Fleet, batch: Ba
         br &= np.isfinite(vals)
         if due.open_start is not None:
             br[:, -1] &= early_ok
-        pick = np.flatnonzero(br.any(axis=1) | np.asarray(
-            [key_to_str(k) in stored.states for k in keys], dtype=bool))
+        has_state = np.zeros(len(keys), dtype=bool)
+        if stored.states:
+            names = [batch.key_str[i] for i in rows] + tracked
+            has_state = np.asarray([k in stored.states for k in names], dtype=bool)
+        pick = np.flatnonzero(br.any(axis=1) | has_state)
         thr_row = np.full(len(cols), thr)
         return [SeriesEval(keys[i], vals[i], Breaches(br[i], thr_row), None, bool(early_ok[i]))
                 for i in pick], n_watched
@@ -576,73 +581,92 @@ async def load_stored(session: AsyncSession, rule_ids: list[uuid.UUID]
 async def write_cycle(session: AsyncSession,
                       work: list[tuple[Rule, int | None, RulePlan, Stored]]
                       ) -> dict[uuid.UUID, int]:
-    """Write a cycle in one transaction (one commit for all rules). The rules are locked in
-    id order (so two cycles cannot deadlock) and each is compare-and-set on the eval_version
-    it was evaluated at: a rule another evaluation already advanced is left alone. Each
-    rule's writes sit in a savepoint. Returns the events written per rule applied (rules
-    not applied are absent)."""
+    """Write a cycle in one transaction and a handful of statements, whatever the number of
+    rules. The rules are locked in id order (two cycles cannot deadlock) and only those
+    whose eval_version is still the one they were evaluated at are applied (compare-and-set),
+    their versions moved on. Resolving an alert is compare-and-set on its version too; a
+    miss rolls the whole cycle back (the next one redoes it). Returns the events written per
+    rule applied (rules not applied are absent)."""
     out: dict[uuid.UUID, int] = {}
     work = [w for w in work if w[1] is not None or not w[2].quiet]
     if not work:
         return out
-    async with session.begin():
-        current: dict[uuid.UUID, int] = dict((await session.execute(text(
-            "SELECT id, eval_version FROM alert_rules WHERE id = ANY(:ids) AND enabled "
-            "ORDER BY id FOR UPDATE"), {"ids": [w[0].id for w in work]})).all())
-        won = [w for w in work if current.get(w[0].id) == w[0].eval_version]
-        quiet = [(r, u) for r, u, p, _ in won if p.quiet]
-        if quiet:
+    try:
+        async with session.begin():
+            current: dict[uuid.UUID, int] = dict((await session.execute(text(
+                "SELECT id, eval_version FROM alert_rules WHERE id = ANY(:ids) AND enabled "
+                "ORDER BY id FOR UPDATE"), {"ids": [w[0].id for w in work]})).all())
+            won = [w for w in work if current.get(w[0].id) == w[0].eval_version]
+            if not won:
+                return out
             await session.execute(text(
-                "UPDATE alert_rules r SET evaluated_until = x.u, eval_version = r.eval_version "
-                "+ 1 FROM unnest(CAST(:ids AS uuid[]), CAST(:us AS timestamptz[])) AS x(id, u) "
-                "WHERE r.id = x.id"), {"ids": [r.id for r, _ in quiet],
-                                      "us": [from_epoch(u) for _, u in quiet if u is not None]})
-            out.update({r.id: 0 for r, _ in quiet})
-        for rule, until, plan, stored in won:
-            if plan.quiet:
-                continue
-            try:
-                async with session.begin_nested():
-                    out[rule.id] = await apply_plan(session, rule, until, plan, stored)
-            except Conflict:
-                log.warning("alert rule %s: an alert changed under the evaluation; the "
-                            "next cycle redoes it", rule.id)
+                "UPDATE alert_rules r SET evaluated_until = coalesce(x.u, r.evaluated_until), "
+                "eval_version = r.eval_version + 1 FROM unnest(CAST(:ids AS uuid[]), "
+                "CAST(:us AS timestamptz[])) AS x(id, u) WHERE r.id = x.id"),
+                {"ids": [r.id for r, _, _, _ in won],
+                 "us": [None if u is None else from_epoch(u) for _, u, _, _ in won]})
+            alerts: list[dict[str, Any]] = []
+            resolves: list[dict[str, Any]] = []
+            events: list[dict[str, Any]] = []
+            deletes: list[tuple[uuid.UUID, str]] = []
+            upserts: list[dict[str, Any]] = []
+            for rule, _, plan, stored in won:
+                out[rule.id] = _transition_rows(rule, plan.transitions, dict(stored.open_alerts),
+                                                alerts, resolves, events)
+                deletes += [(rule.id, k) for k in plan.deletes]
+                upserts += plan.upserts
+            if alerts:
+                await session.execute(text(
+                    "INSERT INTO alerts (id, org_id, rule_id, group_key, state, started_at, "
+                    "evidence, version) VALUES (:id, :o, :r, :g, 'firing', :s, "
+                    "CAST(:ev AS jsonb), 1)"), alerts)
+            if resolves:
+                done = (await session.execute(text(
+                    "UPDATE alerts a SET state = 'resolved', resolved_at = x.t, "
+                    "version = a.version + 1, updated_at = now(), evidence = a.evidence || "
+                    "jsonb_build_object('resolution', CAST(x.ev AS jsonb)) "
+                    "FROM unnest(CAST(:ids AS uuid[]), CAST(:vs AS int[]), "
+                    "CAST(:ts AS timestamptz[]), CAST(:evs AS text[])) AS x(id, v, t, ev) "
+                    "WHERE a.id = x.id AND a.version = x.v AND a.state = 'firing' "
+                    "RETURNING a.id"), {"ids": [r["id"] for r in resolves],
+                                        "vs": [r["v"] for r in resolves],
+                                        "ts": [r["t"] for r in resolves],
+                                        "evs": [r["ev"] for r in resolves]})).all()
+                if len(done) != len(resolves):
+                    raise Conflict(f"{len(resolves) - len(done)} alerts changed meanwhile")
+            if events:
+                await session.execute(text(
+                    "INSERT INTO alert_events (id, org_id, rule_id, alert_id, kind, at, "
+                    "evidence) VALUES (:id, :o, :r, :a, :k, :at, CAST(:ev AS jsonb))"), events)
+            if deletes:
+                await session.execute(text(
+                    "DELETE FROM alert_series_state s USING unnest(CAST(:r AS uuid[]), "
+                    "CAST(:k AS text[])) AS x(r, k) WHERE s.rule_id = x.r "
+                    "AND s.series_key = x.k"),
+                    {"r": [d[0] for d in deletes], "k": [d[1] for d in deletes]})
+            if upserts:
+                await session.execute(text(
+                    "INSERT INTO alert_series_state (rule_id, series_key, org_id, state, "
+                    "history, recent_values, recent_thresholds, last_value, window_end) "
+                    "VALUES (:r, :k, :o, :s, :h, :rv, :rt, :v, :e) "
+                    "ON CONFLICT (rule_id, series_key) DO UPDATE SET state = excluded.state, "
+                    "history = excluded.history, recent_values = excluded.recent_values, "
+                    "recent_thresholds = excluded.recent_thresholds, "
+                    "last_value = excluded.last_value, window_end = excluded.window_end"),
+                    upserts)
+    except Conflict as exc:
+        log.warning("alert evaluation rolled back, the next cycle redoes it: %s", exc)
+        return {}
     return out
 
 
-async def apply_plan(session: AsyncSession, rule: Rule, until: int | None, plan: RulePlan,
-                     stored: Stored) -> int:
-    """One rule's writes (inside write_cycle's transaction, the rule locked and its version
-    checked): the cursor, alerts, events and states. Returns the events written."""
-    await session.execute(text(
-        "UPDATE alert_rules SET evaluated_until = coalesce(:u, evaluated_until), "
-        "eval_version = eval_version + 1 WHERE id = :id"),
-        {"u": None if until is None else from_epoch(until), "id": rule.id})
-    events = await _write_transitions(session, rule, plan.transitions, dict(stored.open_alerts))
-    if plan.deletes:
-        await session.execute(text(
-            "DELETE FROM alert_series_state WHERE rule_id = :r AND series_key = ANY(:k)"),
-            {"r": rule.id, "k": plan.deletes})
-    if plan.upserts:
-        await session.execute(text(
-            "INSERT INTO alert_series_state (rule_id, series_key, org_id, state, history, "
-            "recent_values, recent_thresholds, last_value, window_end) "
-            "VALUES (:r, :k, :o, :s, :h, :rv, :rt, :v, :e) "
-            "ON CONFLICT (rule_id, series_key) DO UPDATE SET state = excluded.state, "
-            "history = excluded.history, recent_values = excluded.recent_values, "
-            "recent_thresholds = excluded.recent_thresholds, "
-            "last_value = excluded.last_value, window_end = excluded.window_end"),
-            plan.upserts)
-    return events
-
-
-async def _write_transitions(session: AsyncSession, rule: Rule, transitions: list[Transition],
-                             open_alerts: dict[str, tuple[uuid.UUID, int]]) -> int:
-    """Open and resolve alerts with their events, in order, batched per kind of write.
-    Resolving is compare-and-set on the alert's version: a miss rolls the rule back."""
-    alerts: list[dict[str, Any]] = []
-    resolves: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
+def _transition_rows(rule: Rule, transitions: list[Transition],
+                     open_alerts: dict[str, tuple[uuid.UUID, int]],
+                     alerts: list[dict[str, Any]], resolves: list[dict[str, Any]],
+                     events: list[dict[str, Any]]) -> int:
+    """Rows that open and resolve a rule's alerts, with their events, in order. An alert
+    opened and resolved in one cycle is inserted as firing, then resolved at version 1."""
+    n = 0
     for tr in transitions:
         ev = json.dumps(tr.evidence)
         if tr.kind == "firing":
@@ -659,20 +683,5 @@ async def _write_transitions(session: AsyncSession, rule: Rule, transitions: lis
             resolves.append({"id": alert_id, "v": version, "t": from_epoch(tr.at), "ev": ev})
         events.append({"id": uuid.uuid4(), "o": rule.org_id, "r": rule.id, "a": alert_id,
                        "k": tr.kind, "at": from_epoch(tr.at), "ev": ev})
-    if alerts:
-        await session.execute(text(
-            "INSERT INTO alerts (id, org_id, rule_id, group_key, state, started_at, evidence, "
-            "version) VALUES (:id, :o, :r, :g, 'firing', :s, CAST(:ev AS jsonb), 1)"), alerts)
-    for rv in resolves:
-        done = (await session.execute(text(
-            "UPDATE alerts SET state = 'resolved', resolved_at = :t, version = version + 1, "
-            "updated_at = now(), evidence = evidence || jsonb_build_object('resolution', "
-            "CAST(:ev AS jsonb)) WHERE id = :id AND version = :v AND state = 'firing' "
-            "RETURNING id"), rv)).first()
-        if done is None:
-            raise Conflict(str(rv["id"]))
-    if events:
-        await session.execute(text(
-            "INSERT INTO alert_events (id, org_id, rule_id, alert_id, kind, at, evidence) "
-            "VALUES (:id, :o, :r, :a, :k, :at, CAST(:ev AS jsonb))"), events)
-    return len(events)
+        n += 1
+    return n
