@@ -6,8 +6,8 @@
 - alert_events: unique (alert_id, kind): each transition is told once.
 - alert_rules.eval_version: the evaluation cursor is advanced by compare-and-set.
 
-Revision ID: 0007_alerts
-Revises: 0006_five_minute_rollups
+Revision ID: 0009_alerts
+Revises: 0008_advisors
 Create Date: 2026-11-23
 """
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql as pg
 
-revision = "0007_alerts"
-down_revision = "0006_five_minute_rollups"
+revision = "0009_alerts"
+down_revision = "0008_advisors"
 branch_labels = None
 depends_on = None
 
