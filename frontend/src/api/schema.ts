@@ -637,6 +637,170 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/pricing": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Pricing */
+        get: operations["get_pricing_api_v1_pricing_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/pricing/{provider}/{region}/{item}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Set Price */
+        put: operations["set_price_api_v1_pricing__provider___region___item__put"];
+        post?: never;
+        /**
+         * Clear Price
+         * @description Drops the org's own figure: the shipped one applies again.
+         */
+        delete: operations["clear_price_api_v1_pricing__provider___region___item__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/advisors/compression": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Compression Advice
+         * @description Seed 000 eq. (1), t_c·C_CPU < ΔS·(C_b + C_s), per object size of a target, from its
+         *     gzip9 and plain samples and the org's prices; with plain vs gzip9 latency by size and
+         *     the link bandwidth below which compression lowers latency.
+         */
+        post: operations["compression_advice_api_v1_advisors_compression_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/advisors/replication": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replication Advice
+         * @description Seed 000 eq. (2), N_G·C_V·ΔV̄ > F·S̄·(C_s + C_G), per object size of a target, from
+         *     its replicated-variant first-of-k GETs; std dev and p90 by number of copies.
+         */
+        post: operations["replication_advice_api_v1_advisors_replication_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/advisors/placement": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Placement Advice
+         * @description Seed 001's five policies by Monte Carlo over the measured region RTT matrix (and TCP
+         *     throughput where measured). Answers are cached per input; small runs are simulated in
+         *     the request, large ones by the worker (202, then poll GET .../placement/{input_hash}).
+         */
+        post: operations["placement_advice_api_v1_advisors_placement_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/advisors/placement/{input_hash}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Placement Result */
+        get: operations["placement_result_api_v1_advisors_placement__input_hash__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/advisors/timeout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Timeout Advice
+         * @description Seed 003 §1: the timeout T with P(RTT > T) ≤ tolerated false timeouts / messages, from
+         *     a pair's, a group's, a topology class's or a quorum's measured distribution (losses
+         *     count beyond every T); the samples behind it, a warning when too few, T by hour.
+         */
+        post: operations["timeout_advice_api_v1_advisors_timeout_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/advisors/rankings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Rankings Advice
+         * @description Providers, regions or pairs ranked by a measured statistic, each with its 95%
+         *     confidence interval (order statistics for percentiles, widened by the sketch's 1% when
+         *     read from rollups; normal for means; Wilson for loss rates).
+         */
+        get: operations["rankings_advice_api_v1_advisors_rankings_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/alert-rules/metrics": {
         parameters: {
             query?: never;
@@ -1897,6 +2061,157 @@ export interface components {
             /** Detail */
             detail: string;
         };
+        /** CompressionIn */
+        CompressionIn: {
+            /**
+             * Start
+             * @description UTC; default end − 7 days
+             */
+            start?: string | null;
+            /**
+             * End
+             * @description UTC; default now (to the minute)
+             */
+            end?: string | null;
+            /**
+             * Target Id
+             * Format: uuid
+             */
+            target_id: string;
+            /**
+             * Content
+             * @default text
+             * @enum {string}
+             */
+            content: "text" | "binary";
+            /**
+             * Transfer
+             * @description the billed link each transfer crosses (C_b)
+             * @default internet
+             * @enum {string}
+             */
+            transfer: "internet" | "inter_region";
+            /**
+             * Transfers
+             * @description billed transfers per object (C_b multiplier)
+             * @default 1
+             */
+            transfers: number;
+            /**
+             * Months Stored
+             * @description months each object is kept (C_s multiplier)
+             * @default 1
+             */
+            months_stored: number;
+            /**
+             * Cpu Provider
+             * @description where compression runs; default the target's provider and region
+             */
+            cpu_provider?: string | null;
+            /** Cpu Region */
+            cpu_region?: string | null;
+        };
+        /** CompressionOut */
+        CompressionOut: {
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "insufficient_data";
+            /**
+             * Missing
+             * @default []
+             */
+            missing: string[];
+            target: components["schemas"]["TargetRef"];
+            /** Content */
+            content: string;
+            /** Transfer */
+            transfer: string;
+            /** Transfers */
+            transfers: number;
+            /** Months Stored */
+            months_stored: number;
+            source: components["schemas"]["SourceInfo"];
+            /** Prices */
+            prices: {
+                [key: string]: unknown;
+            };
+            /** Sizes */
+            sizes: components["schemas"]["CompressionSize"][];
+            /** Bandwidth Basis */
+            bandwidth_basis: {
+                [key: string]: boolean;
+            };
+        };
+        /** CompressionSize */
+        CompressionSize: {
+            /** Size Bytes */
+            size_bytes: number;
+            /**
+             * Stored Bytes
+             * @description mean gzip9 size
+             */
+            stored_bytes: number | null;
+            /** Plain Put Ms */
+            plain_put_ms: number | null;
+            /** Plain Get Ms */
+            plain_get_ms: number | null;
+            /** Gzip Put Ms */
+            gzip_put_ms: number | null;
+            /** Gzip Get Ms */
+            gzip_get_ms: number | null;
+            /** Samples */
+            samples: number;
+            /**
+             * T C S
+             * @description compression + decompression time per object
+             */
+            t_c_s: number | null;
+            /**
+             * T C Clamped
+             * @description the measured t_c came out negative (gzip9 faster than plain beyond the saved transfer) and is taken as 0
+             * @default false
+             */
+            t_c_clamped: boolean;
+            /** Delta Bytes */
+            delta_bytes: number | null;
+            /**
+             * Break Even Bps
+             * @description link bandwidth (bit/s) below which compression lowers latency
+             */
+            break_even_bps: number | null;
+            /** Link Bps Measured */
+            link_bps_measured?: {
+                [key: string]: number | null;
+            } | null;
+            terms: components["schemas"]["CompressionTermsOut"] | null;
+        };
+        /** CompressionTermsOut */
+        CompressionTermsOut: {
+            /** T C S */
+            t_c_s: number;
+            /** C Cpu Per S */
+            c_cpu_per_s: number;
+            /** Delta S Gb */
+            delta_s_gb: number;
+            /** C B Per Gb */
+            c_b_per_gb: number;
+            /** C S Per Gb */
+            c_s_per_gb: number;
+            /**
+             * Lhs Usd
+             * @description t_c · C_CPU
+             */
+            lhs_usd: number;
+            /**
+             * Rhs Usd
+             * @description ΔS · (C_b + C_s)
+             */
+            rhs_usd: number;
+            /** Pays */
+            pays: boolean;
+        };
         /** Concurrency */
         Concurrency: {
             /**
@@ -1944,6 +2259,21 @@ export interface components {
              * @default 30000
              */
             max_wait_ms: number;
+        };
+        /** CopiesStats */
+        CopiesStats: {
+            /** Copies */
+            copies: number;
+            /** Count */
+            count: number;
+            /** Std Ms */
+            std_ms: number | null;
+            /** P90 Ms */
+            p90_ms: number | null;
+            /** Mean Ms */
+            mean_ms: number | null;
+            /** Failures */
+            failures: number;
         };
         /**
          * CredentialsPublic
@@ -2367,6 +2697,7 @@ export interface components {
             redis: components["schemas"]["Component"];
             worker: components["schemas"]["Component"];
             beat: components["schemas"]["Component"];
+            rollups: components["schemas"]["Rollups"];
         };
         /** HeatmapCell */
         HeatmapCell: {
@@ -2406,6 +2737,19 @@ export interface components {
             /** Count */
             count: number;
         };
+        /** HourTimeout */
+        HourTimeout: {
+            /** Hour */
+            hour: number;
+            /** Samples */
+            samples: number;
+            /** Timeout Us */
+            timeout_us: number | null;
+            /** Timeout Ms */
+            timeout_ms: number | null;
+            /** Warning */
+            warning: string | null;
+        };
         /** IngestAccepted */
         IngestAccepted: {
             /**
@@ -2441,6 +2785,24 @@ export interface components {
             sas_token?: string | null;
             /** Service Account Json */
             service_account_json?: string | null;
+        };
+        /** KindBacklog */
+        KindBacklog: {
+            /**
+             * Dirty Minutes
+             * @description Minutes marked for a re-roll (late samples)
+             */
+            dirty_minutes: number;
+            /**
+             * Oldest Unrolled At
+             * @description The oldest sample not yet in the minute rollups (a marked minute counts from its start); null when every sample is rolled up
+             */
+            oldest_unrolled_at: string | null;
+            /**
+             * Rolled Until
+             * @description The minute pass's watermark; null before its first pass
+             */
+            rolled_until: string | null;
         };
         /** LevelShift */
         LevelShift: {
@@ -2760,6 +3122,190 @@ export interface components {
              */
             amplitude: number;
         };
+        /** PlacementData */
+        PlacementData: {
+            /** Rtt Mean Ms */
+            rtt_mean_ms: (number | null)[][];
+            /** Samples */
+            samples: number[][];
+            /** Throughput Bps */
+            throughput_bps: (number | null)[][];
+            /** Notes */
+            notes: string[];
+            source: components["schemas"]["SourceInfo"];
+        };
+        /** PlacementIn */
+        PlacementIn: {
+            /**
+             * Start
+             * @description UTC; default end − 7 days
+             */
+            start?: string | null;
+            /**
+             * End
+             * @description UTC; default now (to the minute)
+             */
+            end?: string | null;
+            /** Regions */
+            regions: string[];
+            /** Uploader */
+            uploader: string;
+            /** Downloader */
+            downloader: string;
+            /** File Bytes */
+            file_bytes: number;
+            /** Block Bytes */
+            block_bytes: number;
+            /**
+             * Trials
+             * @default 10000
+             */
+            trials: number;
+            /**
+             * Seed
+             * @default 1
+             */
+            seed: number;
+        };
+        /** PlacementOut */
+        PlacementOut: {
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "insufficient_data" | "pending" | "failed";
+            /** Input Hash */
+            input_hash: string;
+            /**
+             * Cached
+             * @default false
+             */
+            cached: boolean;
+            /** Computed By */
+            computed_by?: ("api" | "worker") | null;
+            /**
+             * Missing
+             * @default []
+             */
+            missing: string[];
+            /** Error */
+            error?: string | null;
+            result?: components["schemas"]["PlacementResult"] | null;
+            data?: components["schemas"]["PlacementData"] | null;
+        };
+        /** PlacementResult */
+        PlacementResult: {
+            /** Regions */
+            regions: string[];
+            /** Uploader */
+            uploader: string;
+            /** Downloader */
+            downloader: string;
+            /** Block Bytes */
+            block_bytes: number;
+            /** File Bytes */
+            file_bytes: number;
+            /** Blocks */
+            blocks: number;
+            /** Trials */
+            trials: number;
+            /** Policies */
+            policies: components["schemas"]["PolicyResult"][];
+            /** Throughput Measured */
+            throughput_measured: boolean;
+        };
+        /** PolicyResult */
+        PolicyResult: {
+            /**
+             * Policy
+             * @enum {string}
+             */
+            policy: "random" | "two_random" | "local" | "local_closest" | "local_farthest";
+            /** Upload Ms */
+            upload_ms: number;
+            /** Upload Std Ms */
+            upload_std_ms: number;
+            /** Download Ms */
+            download_ms: number;
+            /** Download Std Ms */
+            download_std_ms: number;
+            /** Download P90 Ms */
+            download_p90_ms: number;
+            /** Blocks Read In Downloader Region */
+            blocks_read_in_downloader_region: number;
+            /** Download Rank */
+            download_rank: number;
+        };
+        /** PriceFigure */
+        PriceFigure: {
+            /** Provider */
+            provider: string;
+            /** Region */
+            region: string;
+            /**
+             * Item
+             * @enum {string}
+             */
+            item: "egress_inter_region_per_gb" | "egress_internet_per_gb" | "storage_per_gb_month" | "put_per_1k" | "get_per_1k" | "list_per_1k" | "cpu_per_hour";
+            /** Price Usd */
+            price_usd: number;
+            /**
+             * Effective Date
+             * Format: date
+             */
+            effective_date: string;
+            /** Source */
+            source: string;
+            /**
+             * Origin
+             * @description org: the org's own figure
+             * @enum {string}
+             */
+            origin: "shipped" | "org";
+            /**
+             * Shipped Price Usd
+             * @description the shipped figure it overrides
+             */
+            shipped_price_usd: number | null;
+        };
+        /** PriceIn */
+        PriceIn: {
+            /**
+             * Price Usd
+             * @description USD in the item's unit
+             */
+            price_usd: number;
+            /**
+             * Source
+             * @description where the figure comes from (a contract, a page, a date)
+             */
+            source: string;
+            /**
+             * Effective Date
+             * @description default today
+             */
+            effective_date?: string | null;
+        };
+        /** PricingCatalog */
+        PricingCatalog: {
+            /**
+             * Catalog Date
+             * Format: date
+             * @description when the shipped figures were listed
+             */
+            catalog_date: string;
+            /** Note */
+            note: string;
+            /**
+             * Items
+             * @description item → unit and meaning
+             */
+            items: {
+                [key: string]: string;
+            };
+            /** Figures */
+            figures: components["schemas"]["PriceFigure"][];
+        };
         /** ProfilePoint */
         ProfilePoint: {
             /**
@@ -2858,6 +3404,59 @@ export interface components {
             quorum: string;
             box: components["schemas"]["BoxStats"];
         };
+        /** RankRow */
+        RankRow: {
+            /** Key */
+            key: string;
+            /** Rank */
+            rank: number | null;
+            /** Value */
+            value: number | null;
+            /** Ci Low */
+            ci_low: number | null;
+            /** Ci High */
+            ci_high: number | null;
+            /**
+             * Ci Method
+             * @description normal, order_statistic, order_statistic_sketch, chi_square or wilson (95%)
+             */
+            ci_method: string | null;
+            /** Count */
+            count: number;
+            /** Samples */
+            samples: number;
+            /**
+             * Overlaps Previous
+             * @description its interval overlaps the one ranked above
+             */
+            overlaps_previous: boolean;
+        };
+        /** RankingOut */
+        RankingOut: {
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "insufficient_data";
+            /**
+             * Missing
+             * @default []
+             */
+            missing: string[];
+            /** Kind */
+            kind: string;
+            /** Level */
+            level: string;
+            /** Stat */
+            stat: string;
+            /** Unit */
+            unit?: string | null;
+            /** Order */
+            order?: string | null;
+            source: components["schemas"]["SourceInfo"];
+            /** Rows */
+            rows: components["schemas"]["RankRow"][];
+        };
         /** Replication */
         Replication: {
             /**
@@ -2872,6 +3471,59 @@ export interface components {
             copies: number;
             /** Sizes Bytes */
             sizes_bytes?: number[] | null;
+        };
+        /** ReplicationIn */
+        ReplicationIn: {
+            /**
+             * Start
+             * @description UTC; default end − 7 days
+             */
+            start?: string | null;
+            /**
+             * End
+             * @description UTC; default now (to the minute)
+             */
+            end?: string | null;
+            /**
+             * Target Id
+             * Format: uuid
+             */
+            target_id: string;
+            /**
+             * Gets Per Month
+             * @description N_G
+             */
+            gets_per_month: number;
+            /**
+             * Value Per Ms Usd
+             * @description C_V: what one ms less standard deviation is worth to you, per GET (USD)
+             */
+            value_per_ms_usd: number;
+        };
+        /** ReplicationOut */
+        ReplicationOut: {
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "insufficient_data";
+            /**
+             * Missing
+             * @default []
+             */
+            missing: string[];
+            target: components["schemas"]["TargetRef"];
+            /** Gets Per Month */
+            gets_per_month: number;
+            /** Value Per Ms */
+            value_per_ms: number;
+            /** Prices */
+            prices: {
+                [key: string]: number | null;
+            };
+            source: components["schemas"]["SourceInfo"];
+            /** Sizes */
+            sizes: components["schemas"]["ReplicationSize"][];
         };
         /** ReplicationRow */
         ReplicationRow: {
@@ -2892,6 +3544,63 @@ export interface components {
             p90_ms: number | null;
             /** Mean Ms */
             mean_ms: number | null;
+        };
+        /** ReplicationSize */
+        ReplicationSize: {
+            /** Size Bytes */
+            size_bytes: number;
+            /** Copies */
+            copies: number;
+            /** By Copies */
+            by_copies: components["schemas"]["CopiesStats"][];
+            /** Delta V Ms */
+            delta_v_ms?: number | null;
+            terms: components["schemas"]["ReplicationTermsOut"] | null;
+            /** Note */
+            note?: string | null;
+        };
+        /** ReplicationTermsOut */
+        ReplicationTermsOut: {
+            /** N G */
+            n_g: number;
+            /** C V Per Ms */
+            c_v_per_ms: number;
+            /** Delta V Ms */
+            delta_v_ms: number;
+            /** F */
+            f: number;
+            /** S Gb */
+            s_gb: number;
+            /** C S Per Gb */
+            c_s_per_gb: number;
+            /** C G Per Gb */
+            c_g_per_gb: number;
+            /**
+             * Lhs Usd
+             * @description N_G · C_V · ΔV̄
+             */
+            lhs_usd: number;
+            /**
+             * Rhs Usd
+             * @description F · S̄ · (C_s + C_G)
+             */
+            rhs_usd: number;
+            /** Pays */
+            pays: boolean;
+        };
+        /** Rollups */
+        Rollups: {
+            /**
+             * Ok
+             * @description Whether the backlog could be read (a backlog is not a failure: the worker drains it a bounded amount per pass)
+             */
+            ok: boolean;
+            /** Detail */
+            detail: string;
+            /** Kinds */
+            kinds: {
+                [key: string]: components["schemas"]["KindBacklog"];
+            };
         };
         /** Segment */
         Segment: {
@@ -3318,6 +4027,17 @@ export interface components {
             /** Groups */
             groups: components["schemas"]["Summary"][];
         };
+        /** TargetRef */
+        TargetRef: {
+            /** Id */
+            id: string;
+            /** Name */
+            name: string;
+            /** Provider */
+            provider: string;
+            /** Region */
+            region: string;
+        };
         /** ThresholdCondition */
         ThresholdCondition: {
             /**
@@ -3330,6 +4050,105 @@ export interface components {
              * @description in the metric's unit (us, a 0-1 rate, bytes/s, s)
              */
             value: number;
+        };
+        /** TimeoutIn */
+        TimeoutIn: {
+            /**
+             * Start
+             * @description UTC; default end − 7 days
+             */
+            start?: string | null;
+            /**
+             * End
+             * @description UTC; default now (to the minute)
+             */
+            end?: string | null;
+            /**
+             * Scope
+             * @enum {string}
+             */
+            scope: "pair" | "group" | "topology_class" | "quorum";
+            /** Msg Rate Per S */
+            msg_rate_per_s: number;
+            /** False Timeouts Per Hour */
+            false_timeouts_per_hour: number;
+            /**
+             * Src
+             * @description pair: source; quorum: the sender
+             */
+            src?: string | null;
+            /** Dst */
+            dst?: string | null;
+            /**
+             * Agents
+             * @description group: its agents
+             */
+            agents?: string[] | null;
+            /** Topology Class */
+            topology_class?: ("self" | "same_subnet" | "cross_subnet" | "cross_az" | "cross_region" | "cross_provider") | null;
+            /**
+             * Group Name
+             * @description quorum: the group's name
+             */
+            group_name?: string | null;
+            /** Payload Bytes */
+            payload_bytes?: number | null;
+        };
+        /** TimeoutOut */
+        TimeoutOut: {
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "ok" | "insufficient_data";
+            /**
+             * Missing
+             * @default []
+             */
+            missing: string[];
+            /** Scope */
+            scope: string;
+            /** What */
+            what: string;
+            source: components["schemas"]["SourceInfo"];
+            /** Target Probability */
+            target_probability: number;
+            /** Msg Rate Per S */
+            msg_rate_per_s?: number | null;
+            /** False Timeouts Per Hour */
+            false_timeouts_per_hour?: number | null;
+            hourly_source?: components["schemas"]["SourceInfo"] | null;
+            /** Samples */
+            samples?: number | null;
+            /** Losses */
+            losses?: number | null;
+            /** Tail Samples Expected */
+            tail_samples_expected?: number | null;
+            /** Samples Needed */
+            samples_needed?: number | null;
+            /** Exact */
+            exact?: boolean | null;
+            /** Quantile */
+            quantile?: number | null;
+            /** Achievable */
+            achievable?: boolean | null;
+            /** Timeout Us */
+            timeout_us?: number | null;
+            /** Timeout Ms */
+            timeout_ms?: number | null;
+            /** Warning */
+            warning?: string | null;
+            /** P50 Ms */
+            p50_ms?: number | null;
+            /** P99 Ms */
+            p99_ms?: number | null;
+            /** Max Ms */
+            max_ms?: number | null;
+            /**
+             * By Hour
+             * @default []
+             */
+            by_hour: components["schemas"]["HourTimeout"][];
         };
         /** UserCreate */
         UserCreate: {
@@ -5404,6 +6223,315 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["StorageReplicationResponse"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_pricing_api_v1_pricing_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PricingCatalog"];
+                };
+            };
+        };
+    };
+    set_price_api_v1_pricing__provider___region___item__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                provider: string;
+                region: string;
+                item: "egress_inter_region_per_gb" | "egress_internet_per_gb" | "storage_per_gb_month" | "put_per_1k" | "get_per_1k" | "list_per_1k" | "cpu_per_hour";
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PriceIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PriceFigure"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    clear_price_api_v1_pricing__provider___region___item__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                provider: string;
+                region: string;
+                item: "egress_inter_region_per_gb" | "egress_internet_per_gb" | "storage_per_gb_month" | "put_per_1k" | "get_per_1k" | "list_per_1k" | "cpu_per_hour";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    compression_advice_api_v1_advisors_compression_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CompressionIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CompressionOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    replication_advice_api_v1_advisors_replication_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ReplicationIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ReplicationOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    placement_advice_api_v1_advisors_placement_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PlacementIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlacementOut"];
+                };
+            };
+            /** @description queued for the worker */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlacementOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    placement_result_api_v1_advisors_placement__input_hash__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                input_hash: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlacementOut"];
+                };
+            };
+            /** @description still being computed */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlacementOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    timeout_advice_api_v1_advisors_timeout_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TimeoutIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TimeoutOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    rankings_advice_api_v1_advisors_rankings_get: {
+        parameters: {
+            query?: {
+                kind?: "mesh" | "storage" | "throughput" | "quorum";
+                level?: "provider" | "region" | "region_pair" | "pair";
+                /** @description mean, std, loss_rate or pNN (p50, p99.9) */
+                stat?: string;
+                start?: string | null;
+                end?: string | null;
+                op?: string | null;
+                size_bytes?: number | null;
+                variant?: string | null;
+                proto?: ("tcp" | "udp") | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RankingOut"];
                 };
             };
             /** @description Validation Error */
