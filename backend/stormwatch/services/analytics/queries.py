@@ -45,6 +45,9 @@ SERIES_INDEXED_LEVELS = (60, 300)
 MINUTE_INDEX_SKETCH_MAX = 1500
 # Beyond this span, hourly answers merge day-to-date sketches rather than every hour's.
 DAY_TO_DATE_MIN_SPAN = timedelta(hours=4)
+# A rollup answer's samples after the minute pass's watermark come raw, at most this far back
+# from the range's end (a worker down for hours leaves a gap rather than a huge raw read).
+RAW_TAIL_MAX = RAW_MAX_FLEET
 
 
 class QueryError(ValueError):
@@ -264,6 +267,40 @@ def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
     return Source(res, _floor(f.start, s), _ceil(f.end, s))  # type: ignore[arg-type]
 
 
+def raw_tail(source: Source, f: Filters, rolled_until: datetime | None
+             ) -> tuple[datetime, datetime] | None:
+    """The part of a rollup-resolution answer read from raw samples: from where the minute
+    rollups stop (`rolled_until`, the minute pass's watermark; None before its first pass)
+    to the requested end, never before the range's start nor more than RAW_TAIL_MAX before
+    its end. Rollups hold exactly the samples before the watermark (coarser levels are
+    rolled from those minutes in the same pass), so the two parts never overlap. None when
+    the rollups cover the whole range or the answer is raw anyway."""
+    if source.resolution == "raw":
+        return None
+    start = f.start if rolled_until is None else max(rolled_until, f.start)
+    start = max(start, f.end - RAW_TAIL_MAX)
+    return (start, f.end) if start < f.end else None
+
+
+def _with_raw_tail(grouped: Grouped, tail: dict[Any, Distribution]) -> Grouped:
+    """Rollup distributions with the raw tail's samples merged in (as sketches, so every
+    group keeps the rollups' 1% guarantee and one representation)."""
+    if not tail:
+        return grouped
+    out = dict(grouped.groups)
+    for k, t in tail.items():
+        sk = Sketch.from_values(t.values if t.values is not None else [])
+        m = Moments()
+        m.add(t.moments)
+        base = out.get(k)
+        if base is not None:
+            m.add(base.moments)
+            if base.sketch is not None:
+                sk = base.sketch.merge(sk)
+        out[k] = Distribution.sketched(sk, m)
+    return Grouped(grouped.source, out)
+
+
 def _selected_agents(fleet: Fleet, f: Filters) -> set[uuid.UUID] | None:
     """Agents allowed by the metadata filters (None: no restriction)."""
     if not (f.agents or f.regions or f.zones or f.providers):
@@ -441,26 +478,36 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
     prefix = spec.value_prefix
     if kind == "storage" and f.adjusted:
         prefix = "adj_latency_us"
-    if source.resolution == "raw":
-        value_sql = ADJUSTED_RAW if (kind == "storage" and f.adjusted) else spec.raw_value
-        sql = (f"SELECT {keys_sql}, extract(epoch FROM time)::float8 AS t, "
+    value_sql = ADJUSTED_RAW if (kind == "storage" and f.adjusted) else spec.raw_value
+    raw_sql = (f"SELECT {keys_sql}, extract(epoch FROM time)::float8 AS t, "
                f"({value_sql})::float8 AS v, ({spec.raw_failure}) AS failed "
                f"FROM {spec.raw_table} WHERE org_id = :org AND time >= :s AND time < :e"
                + "".join(f" AND {c}" for c in where) + f" LIMIT {RAW_ROW_LIMIT + 1}")
-        rows = (await session.execute(text(sql), params)).all()
+    if source.resolution == "raw":
+        rows = (await session.execute(text(raw_sql), params)).all()
         if len(rows) > RAW_ROW_LIMIT:
             raise QueryError("resolution", "more than 5 million raw samples in range: narrow "
                              "the range or filters, or use a rollup resolution")
         return Grouped(source, _group_raw(rows, nk, group, window_s))
+    rolled_until = (await session.execute(text(
+        "SELECT rolled_until FROM rollup_watermarks WHERE kind = :k"),
+        {"k": f"{kind}:60"})).scalar()
+    tail: dict[Any, Distribution] = {}
+    span = raw_tail(source, f, rolled_until)
+    if span is not None:
+        tail_rows = (await session.execute(text(raw_sql),
+                                           {**params, "s": span[0], "e": span[1]})).all()
+        tail = _group_raw(tail_rows, nk, group, window_s)
     if (source.resolution == "1h" and window_s is None
             and source.end - source.start > DAY_TO_DATE_MIN_SPAN):
         dtd = await _load_day_to_date(session, spec, prefix, params, where, group, source)
         if dtd is not None:
-            return Grouped(source, *dtd)
+            return _with_raw_tail(Grouped(source, *dtd), tail)
     assert source.bucket_s is not None
     rows = (await session.execute(text(_packed_rollups_sql(spec, prefix, where, source.bucket_s)),
                                   params)).all()
-    return Grouped(source, *_group_packed_rollups(rows, nk, group, window_s))
+    return _with_raw_tail(Grouped(source, *_group_packed_rollups(rows, nk, group, window_s)),
+                          tail)
 
 
 def _packed(expr: str, send: str) -> str:
