@@ -166,10 +166,17 @@ async def get_summary(kind: KindParam, principal: OrgPrincipalDep, session: Sess
 async def get_series(kind: KindParam, principal: OrgPrincipalDep, session: SessionDep,
                      f: FiltersDep, window_s: Annotated[int, Query(gt=0)] = 30,
                      percentiles: str = "50,90,99,99.9", group_by: str = "all",
-                     adjusted: Adjusted = False) -> Any:
+                     adjusted: Adjusted = False,
+                     rank_by: Annotated[str | None, Query(
+                         description="with limit: rank groups by this statistic over the "
+                         "range (p50, p99, mean, loss_rate...)")] = None,
+                     limit: Annotated[int | None, Query(
+                         ge=1, le=100, description="only this many groups with data: half "
+                         "with the highest rank_by (default p50), the rest the lowest")] = None
+                     ) -> Any:
     f.adjusted = adjusted
     return await _run(analyses.series(session, principal.org_id, kind, f, window_s,
-                                      _pcts(percentiles), group_by))
+                                      _pcts(percentiles), group_by, rank_by, limit))
 
 
 @router.get("/{kind}/series.csv", response_class=PlainTextResponse,

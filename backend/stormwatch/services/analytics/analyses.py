@@ -26,8 +26,10 @@ from stormwatch.services.analytics.queries import (
     load_grouped,
     target_providers,
 )
+from stormwatch.services.analytics.sketches import Sketch, merge_sketches
 from stormwatch.services.analytics.stats import (
     Distribution,
+    Moments,
     cv_rmse,
     pct_label,
     welch_t_test,
@@ -69,11 +71,44 @@ def _check_window(f: Filters, window_s: int) -> None:
         raise QueryError("window_s", f"more than {MAX_WINDOWS} windows: widen window_s")
 
 
+def _range_stat(dists: Sequence[Distribution], stat: str) -> float | None:
+    """A statistic of the union of a group's windows: their samples or merged sketches."""
+    m = Moments()
+    for d in dists:
+        m.add(d.moments)
+    if not stat.startswith("p") or stat in HEATMAP_STATS:
+        return _stat_value(Distribution(m), stat)
+    q = _parse_pct_stat(stat, "rank_by") / 100
+    if all(d.values is not None for d in dists):
+        merged = Distribution.exact(
+            np.concatenate([d.values for d in dists if d.values is not None]))
+    else:
+        sk = merge_sketches(d.sketch if d.sketch is not None else Sketch.from_values(
+            d.values if d.values is not None else []) for d in dists)
+        merged = Distribution.sketched(sk, m)
+    return merged.quantiles([q])[0]
+
+
+def rank_groups(stats: dict[Any, float | None], limit: int) -> list[Any]:
+    """The most telling groups: half (rounded up) with the highest statistic, the rest with
+    the lowest, highest first; groups without a value are left out."""
+    ranked = sorted((k for k, v in stats.items() if v is not None),
+                    key=lambda k: (-(stats[k] or 0.0), str(k)))
+    if len(ranked) <= limit:
+        return ranked
+    top = (limit + 1) // 2
+    return ranked[:top] + ranked[len(ranked) - (limit - top):]
+
+
 async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
-                 window_s: int, percentiles: Sequence[float], group_by: str = "all"
-                 ) -> dict[str, Any]:
-    """Windowed statistics; percentiles of each window come from its samples or sketch."""
+                 window_s: int, percentiles: Sequence[float], group_by: str = "all",
+                 rank_by: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Windowed statistics; percentiles of each window come from its samples or sketch.
+    With `limit`, only the groups with data whose `rank_by` statistic over the whole range
+    is highest (half) or lowest (the rest), in that order."""
     _check_window(f, window_s)
+    if rank_by is not None and rank_by not in HEATMAP_STATS:
+        _parse_pct_stat(rank_by, "rank_by")
     fleet = await load_fleet(session, org_id)
     grouping = await _grouping(session, org_id, kind, group_by, fleet)
     g = await load_grouped(session, org_id, kind, f, grouping, fleet, window_s=window_s)
@@ -81,6 +116,14 @@ async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters
     qs = [p / 100 for p in percentiles]
     labels = [pct_label(p) for p in percentiles]
     keys = sorted(g.groups, key=lambda k: (str(k[0]), k[1]))
+    if limit is not None:
+        windows: dict[Any, list[Distribution]] = {}
+        for k in keys:
+            windows.setdefault(k[0], []).append(g.groups[k])
+        chosen = rank_groups({grp: _range_stat(ds, rank_by or "p50")
+                              for grp, ds in windows.items()}, limit)
+        order = {grp: i for i, grp in enumerate(chosen)}
+        keys = sorted((k for k in keys if k[0] in order), key=lambda k: (order[k[0]], k[1]))
     qv = g.quantiles(keys, qs)
     for i, (grp, w) in enumerate(keys):
         m = g.groups[(grp, w)].moments
@@ -143,14 +186,14 @@ def _stat_value(d: Distribution, stat: str) -> float | None:
     return d.quantiles([p / 100])[0]
 
 
-def _parse_pct_stat(stat: str) -> float:
+def _parse_pct_stat(stat: str, param: str = "stat") -> float:
     try:
         p = float(stat.lstrip("pP").replace("_", "."))
     except ValueError:
-        raise QueryError("stat", f"stat must be one of {', '.join(HEATMAP_STATS)} or a "
+        raise QueryError(param, f"{param} must be one of {', '.join(HEATMAP_STATS)} or a "
                          "percentile such as p50, p99, p99.99") from None
     if not stat.lower().startswith("p") or not 0 <= p <= 100:
-        raise QueryError("stat", "percentile stats look like p50, p99.9")
+        raise QueryError(param, "percentile stats look like p50, p99.9")
     return p
 
 
