@@ -133,10 +133,11 @@ async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters
                                "max": m.maximum if m.count else None}
         row.update((lab, None if not np.isfinite(v) else float(v))
                    for lab, v in zip(labels, qv[i], strict=True))
-        by_group.setdefault(_label(grp), []).append(row)
+        # Keyed by the group itself: the label of a tuple group (a pair) is a list.
+        by_group.setdefault(grp, []).append(row)
     return {"source": g.source.as_dict(), "kind": kind, "window_s": window_s,
             "percentiles": labels,
-            "groups": [{"group": k, "windows": v} for k, v in by_group.items()]}
+            "groups": [{"group": _label(k), "windows": v} for k, v in by_group.items()]}
 
 
 async def distribution(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,

@@ -45,8 +45,8 @@ SERIES_INDEXED_LEVELS = (60, 300)
 MINUTE_INDEX_SKETCH_MAX = 1500
 # Beyond this span, hourly answers merge day-to-date sketches rather than every hour's.
 DAY_TO_DATE_MIN_SPAN = timedelta(hours=4)
-# A rollup answer's samples after the minute pass's watermark come raw, at most this far back
-# from the range's end (a worker down for hours leaves a gap rather than a huge raw read).
+# A rollup answer's samples after its last rolled minute come raw, at most this far back from
+# the range's end (a worker down for hours leaves a gap rather than a huge raw read).
 RAW_TAIL_MAX = RAW_MAX_FLEET
 
 
@@ -269,12 +269,13 @@ def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
 
 def raw_tail(source: Source, f: Filters, rolled_until: datetime | None
              ) -> tuple[datetime, datetime] | None:
-    """The part of a rollup-resolution answer read from raw samples: from where the minute
-    rollups stop (`rolled_until`, the minute pass's watermark; None before its first pass)
-    to the requested end, never before the range's start nor more than RAW_TAIL_MAX before
-    its end. Rollups hold exactly the samples before the watermark (coarser levels are
-    rolled from those minutes in the same pass), so the two parts never overlap. None when
-    the rollups cover the whole range or the answer is raw anyway."""
+    """The part of a rollup-resolution answer read from raw samples: from where the org's
+    minute rollups in range stop (`rolled_until`, the end of the last minute rolled; None
+    when none is) to the requested end, never before the range's start nor more than
+    RAW_TAIL_MAX before its end. The minute pass rolls only whole, settled minutes and the
+    coarser levels are rolled from them, so the rollups hold the samples before
+    `rolled_until` and the raw tail those after: the two never overlap. None when the
+    rollups cover the whole range or the answer is raw anyway."""
     if source.resolution == "raw":
         return None
     start = f.start if rolled_until is None else max(rolled_until, f.start)
@@ -489,9 +490,11 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
             raise QueryError("resolution", "more than 5 million raw samples in range: narrow "
                              "the range or filters, or use a rollup resolution")
         return Grouped(source, _group_raw(rows, nk, group, window_s))
-    rolled_until = (await session.execute(text(
-        "SELECT rolled_until FROM rollup_watermarks WHERE kind = :k"),
-        {"k": f"{kind}:60"})).scalar()
+    # Where the org's minute rollups in range end (the (org, resolution, time) index answers).
+    last_minute = (await session.execute(text(
+        f"SELECT max(bucket_start) FROM {spec.table} WHERE org_id = :org AND bucket_s = 60 "
+        "AND bucket_start >= :s AND bucket_start < :e"), params)).scalar()
+    rolled_until = None if last_minute is None else last_minute + timedelta(minutes=1)
     tail: dict[Any, Distribution] = {}
     span = raw_tail(source, f, rolled_until)
     if span is not None:
