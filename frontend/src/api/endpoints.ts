@@ -316,26 +316,28 @@ export async function getBoxes(q: RangeQuery & { groupBy: "topology_class" | "pa
 
 /** Windowed medians of node pairs of a topology class (seed 003 Fig. 8), at most `limit` pairs. */
 export async function getPairLines(q: RangeQuery & { topologyClass: string; windowS: number; limit?: number }, signal?: AbortSignal): Promise<NamedSeries[]> {
-  const [agents, pairs] = await Promise.all([fleet(), api.GET("/api/v1/agents/pairs", { signal }).then(unwrap)]);
+  // One request: the pairs of the class with data, ranked by their p50 over the range (half
+  // the highest, the rest the lowest).
+  const [agents, r] = await Promise.all([
+    fleet(),
+    api
+      .GET("/api/v1/analytics/{kind}/series", {
+        params: {
+          path: { kind: "mesh" },
+          query: { ...range(q), topology_class: [q.topologyClass], group_by: "pair", window_s: q.windowS, percentiles: "50", rank_by: "p50", limit: q.limit ?? 8 },
+        },
+        signal,
+      })
+      .then(unwrap),
+  ]);
   const name = new Map(agents.map((a) => [a.id, a.name]));
-  const label = (p: { src_agent_id: string; dst_agent_id: string }) => `${name.get(p.src_agent_id) ?? p.src_agent_id} → ${name.get(p.dst_agent_id) ?? p.dst_agent_id}`;
-  const chosen = pairs
-    .filter((p) => p.topology_class === q.topologyClass)
-    .sort((a, b) => label(a).localeCompare(label(b)))
-    .slice(0, q.limit ?? 8);
-  const series = await Promise.all(
-    chosen.map(async (p) => {
-      const r = unwrap(
-        await api.GET("/api/v1/analytics/{kind}/series", {
-          params: { path: { kind: "mesh" }, query: { ...range(q), src: [p.src_agent_id], dst: [p.dst_agent_id], window_s: q.windowS, percentiles: "50" } },
-          signal,
-        }),
-      );
-      const windows = r.groups[0]?.windows ?? [];
-      return { name: label(p), points: windows.map((w) => ({ t: Date.parse(w.start), v: num((w as Record<string, unknown>).p50) })) };
-    }),
-  );
-  return series.filter((s) => s.points.length > 0);
+  return r.groups.map((g) => {
+    const [src, dst] = g.group as [string, string];
+    return {
+      name: `${name.get(src) ?? src} → ${name.get(dst) ?? dst}`,
+      points: g.windows.map((w) => ({ t: Date.parse(w.start), v: num((w as Record<string, unknown>).p50) })),
+    };
+  });
 }
 
 // ---- storage ----

@@ -3900,6 +3900,10 @@ export interface operations {
                 group_by?: string;
                 /** @description storage: latency minus the endpoint RTT */
                 adjusted?: boolean;
+                /** @description with limit: rank groups by this statistic over the range (p50, p99, mean, loss_rate...) */
+                rank_by?: string | null;
+                /** @description only this many groups with data: half with the highest rank_by (default p50), the rest the lowest */
+                limit?: number | null;
                 /** @description UTC; default end - 1 h */
                 start?: string | null;
                 /** @description UTC; default now */
