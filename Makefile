@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONPATH := $(CURDIR)/backend
 
-.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors client bootstrap
+.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-demo client bootstrap
 
 run:
 	@scripts/run.sh
@@ -49,3 +49,7 @@ bench-ui: bootstrap
 
 bench-advisors: bootstrap
 	$(PY) bench/advisors/run.py
+
+# The demo fleet's cost over 5 minutes of a steady `make run` (docs/demo.md).
+bench-demo: bootstrap
+	bench/demo/run.sh

@@ -103,9 +103,11 @@ type SpikeConfig struct {
 }
 
 // StepConfig: Pairs cross-region region pairs step by MinMs..MaxMs of round trip at a random
-// time between FirstAfterS and FirstAfterS+SpreadS after start (seed 003 Lesson 11).
+// time between FirstAfterS and FirstAfterS+SpreadS after start (seed 003 Lesson 11). Only
+// pairs of at least MinRTTMs step, so a step stays a small share of the pair's round trip.
 type StepConfig struct {
 	Pairs       int     `json:"pairs"`
+	MinRTTMs    float64 `json:"min_rtt_ms"`
 	MinMs       float64 `json:"min_ms"`
 	MaxMs       float64 `json:"max_ms"`
 	FirstAfterS float64 `json:"first_after_s"`
@@ -151,8 +153,9 @@ type ScheduledStep struct {
 	DeltaMs float64   `json:"delta_rtt_ms"`
 }
 
-// PlanSteps picks the stepping region pairs among those of the routes and their times.
-func PlanSteps(c StepConfig, routes []MeshRoute, start time.Time, seed uint64) []ScheduledStep {
+// PlanSteps picks the stepping region pairs among those of the routes (with a round trip of
+// at least c.MinRTTMs by rtt) and their times.
+func PlanSteps(c StepConfig, routes []MeshRoute, rtt func(a, b string) (time.Duration, bool), start time.Time, seed uint64) []ScheduledStep {
 	regions := map[string]bool{}
 	for _, r := range routes {
 		regions[r.RegionKey()] = true
@@ -165,7 +168,9 @@ func PlanSteps(c StepConfig, routes []MeshRoute, start time.Time, seed uint64) [
 	var pairs [][2]string
 	for i := range keys {
 		for j := i + 1; j < len(keys); j++ {
-			pairs = append(pairs, [2]string{keys[i], keys[j]})
+			if d, ok := rtt(keys[i], keys[j]); ok && d >= ms(c.MinRTTMs) {
+				pairs = append(pairs, [2]string{keys[i], keys[j]})
+			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))

@@ -47,7 +47,7 @@ func New(cfg Config, table Table, r Resolver, log *slog.Logger) *Emulator {
 		cfg.Seed = uint64(time.Now().UnixNano())
 	}
 	e := &Emulator{cfg: cfg, table: table, resolver: r, log: log, start: time.Now(), links: map[string]*Link{}}
-	e.steps = PlanSteps(cfg.Steps, cfg.Mesh, e.start, cfg.Seed)
+	e.steps = PlanSteps(cfg.Steps, cfg.Mesh, table.RTT, e.start, cfg.Seed)
 	return e
 }
 

@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,10 @@ type Proxy struct {
 	PeekBytes int
 	Choose    Chooser
 	Log       *slog.Logger
+
+	// lateness is how late, in nanoseconds, this proxy's chunks have lately been written
+	// after their due time; writers aim that much early (see noteLateness).
+	lateness atomic.Int64
 
 	ln net.Listener
 	wg sync.WaitGroup
@@ -122,8 +127,8 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	noDelay(server)
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); forward(server, client, up, peek) }()
-	go func() { defer wg.Done(); forward(client, server, down, nil) }()
+	go func() { defer wg.Done(); p.forward(server, client, up, peek) }()
+	go func() { defer wg.Done(); p.forward(client, server, down, nil) }()
 	wg.Wait()
 }
 
@@ -134,15 +139,16 @@ func noDelay(c net.Conn) {
 }
 
 type chunk struct {
-	b   []byte
-	due time.Time
+	b     []byte
+	due   time.Time
+	delay time.Duration // what the link added
 }
 
 // forward copies src to dst, each read held until its due time: its arrival plus the link's
 // delay, never before the chunk ahead of it (a TCP stream stays in order), and with a
 // bandwidth limit no sooner than the link can have carried it. first is sent ahead of the
 // rest, stamped when the copy starts.
-func forward(dst, src net.Conn, l *Link, first []byte) {
+func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte) {
 	q := make(chan chunk, queueChunks)
 	go func() {
 		defer close(q)
@@ -156,7 +162,7 @@ func forward(dst, src net.Conn, l *Link, first []byte) {
 			}
 			due := maxTime(tx.Add(l.Delay(now)), last)
 			last = due
-			q <- chunk{b, due}
+			q <- chunk{b, due, due.Sub(now)}
 		}
 		if len(first) > 0 {
 			stamp(first)
@@ -175,8 +181,15 @@ func forward(dst, src net.Conn, l *Link, first []byte) {
 	var t *time.Timer
 	for c := range q {
 		// The runtime's timers wake about a millisecond late here: sleep to just before the
-		// due time, then yield until it (sub-millisecond intra-region paths stay true).
-		if wait := time.Until(c.due) - timerSlack; wait > 0 {
+		// due time, then yield until it (sub-millisecond intra-region paths stay true). On a
+		// loaded machine a timer's wake-up is later still: chunks long enough to sleep aim
+		// that much early (see noteLateness); only they teach the correction.
+		timed := c.delay > 2*timerSlack
+		target := c.due
+		if timed {
+			target = c.due.Add(-min(time.Duration(p.lateness.Load()), c.delay/2))
+		}
+		if wait := time.Until(target) - timerSlack; wait > 0 {
 			if t == nil {
 				t = time.NewTimer(wait)
 			} else {
@@ -184,8 +197,11 @@ func forward(dst, src net.Conn, l *Link, first []byte) {
 			}
 			<-t.C
 		}
-		for time.Now().Before(c.due) {
+		for time.Now().Before(target) {
 			runtime.Gosched()
+		}
+		if timed {
+			p.noteLateness(time.Since(c.due))
 		}
 		if _, err := dst.Write(c.b); err != nil {
 			src.Close()
@@ -200,6 +216,19 @@ func forward(dst, src net.Conn, l *Link, first []byte) {
 	} else {
 		dst.Close()
 	}
+}
+
+// maxCompensation bounds the correction: a stall longer than this is the machine's, not a
+// scheduling habit, and is left to show.
+const maxCompensation = 20 * time.Millisecond
+
+// noteLateness moves the proxy's correction by a 32nd of a write's lateness. Lateness is
+// measured against the true due time, correction included, so the correction settles where
+// writes are on time on average (an integral controller). Half a chunk's delay at most is
+// ever taken off, so a short path keeps most of its delay whatever the machine does.
+func (p *Proxy) noteLateness(late time.Duration) {
+	next := p.lateness.Load() + int64(late)/32
+	p.lateness.Store(min(max(next, 0), int64(maxCompensation)))
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -95,12 +95,14 @@ func TestTheProxyAddsEachDirectionsDelayToTheRoundTrip(t *testing.T) {
 			rtts := roundTrips(t, addr, 40, []byte("ping-ping-ping"))
 			want := tc.up + tc.down
 			got := median(rtts)
-			if got < want || got > want+want/10+3*time.Millisecond {
-				t.Fatalf("median round trip %v, want %v (+10%% and 3 ms of scheduling on a loaded machine)", got, want)
+			// The proxy corrects its own scheduling delay on average, so the median may land a
+			// little early; no chunk ever loses more than half its delay to the correction.
+			if got < want-want/20 || got > want+want/10+3*time.Millisecond {
+				t.Fatalf("median round trip %v, want %v (-5%%, +10%% and 3 ms of scheduling on a loaded machine)", got, want)
 			}
 			for _, r := range rtts {
-				if r < want {
-					t.Fatalf("a round trip of %v beat the emulated %v", r, want)
+				if r < want/2 {
+					t.Fatalf("a round trip of %v, under half the emulated %v", r, want)
 				}
 			}
 		})
@@ -166,7 +168,7 @@ func TestAStepChangesTheLevelFromItsTimeOn(t *testing.T) {
 	up := NewLink(5*time.Millisecond, 1)
 	up.AddStep(Step{At: start.Add(-time.Second), Delta: 5 * time.Millisecond})
 	addr := startProxy(t, &Proxy{Upstream: echoServer(t), Choose: fixed(up, NewLink(5*time.Millisecond, 2))})
-	if m := median(roundTrips(t, addr, 20, []byte("x"))); m < 15*time.Millisecond || m > 18*time.Millisecond {
+	if m := median(roundTrips(t, addr, 20, []byte("x"))); m < 14*time.Millisecond || m > 18*time.Millisecond {
 		t.Fatalf("median round trip after a 5 ms step on a 10 ms path: %v", m)
 	}
 }
@@ -264,7 +266,7 @@ func TestTheEmulatorDelaysEachMeshSenderByItsRegionsRoundTrip(t *testing.T) {
 		copy(sender[:], b)
 		frame := meshFrame(sender, 64)
 		m := median(roundTrips(t, st.Mesh["dst"], 15, frame))
-		if m < want || m > want+want/10+3*time.Millisecond {
+		if m < want-want/20 || m > want+want/10+3*time.Millisecond {
 			t.Errorf("sender %s: median round trip %v, want %v", id, m, want)
 		}
 	}
@@ -301,9 +303,27 @@ func TestEveryRegionPairOfTheDefaultTableHasARoundTripAndASource(t *testing.T) {
 }
 
 func TestStepsPickDistinctRegionPairsWithinTheirWindow(t *testing.T) {
-	routes := []MeshRoute{{Site: Site{"aws", "a", "a1"}}, {Site: Site{"aws", "b", "b1"}}, {Site: Site{"gcp", "c", "c1"}}}
+	routes := []MeshRoute{{Site: Site{"aws", "a", "a1"}}, {Site: Site{"aws", "b", "b1"}}, {Site: Site{"gcp", "c", "c1"}}, {Site: Site{"gcp", "d", "d1"}}}
+	// Only the pairs of at least 150 ms may step: a-b is too short to.
+	rtt := func(x, y string) (time.Duration, bool) {
+		if (x == "aws/a" && y == "aws/b") || (x == "aws/b" && y == "aws/a") {
+			return 60 * time.Millisecond, true
+		}
+		return 200 * time.Millisecond, true
+	}
 	start := time.Now()
-	steps := PlanSteps(StepConfig{Pairs: 2, MinMs: 3, MaxMs: 8, FirstAfterS: 60, SpreadS: 30}, routes, start, 9)
+	for seed := uint64(1); seed < 20; seed++ {
+		steps := PlanSteps(StepConfig{Pairs: 5, MinRTTMs: 150, MinMs: 3, MaxMs: 8, FirstAfterS: 60, SpreadS: 30}, routes, rtt, start, seed)
+		if len(steps) != 5 {
+			t.Fatalf("%d steps, want the 5 pairs of at least 150 ms", len(steps))
+		}
+		for _, s := range steps {
+			if s.A == "aws/a" && s.B == "aws/b" {
+				t.Fatalf("a 60 ms pair stepped: %+v", s)
+			}
+		}
+	}
+	steps := PlanSteps(StepConfig{Pairs: 2, MinRTTMs: 150, MinMs: 3, MaxMs: 8, FirstAfterS: 60, SpreadS: 30}, routes, rtt, start, 9)
 	if len(steps) != 2 || (steps[0].A == steps[1].A && steps[0].B == steps[1].B) {
 		t.Fatalf("steps %+v: want two distinct pairs", steps)
 	}

@@ -39,6 +39,8 @@ DEMO_SIZES = [KIB, 10 * KIB, 100 * KIB, MIB, 10 * MIB]
 # Twelve agents at 10 rounds/s would send 1440 samples/s; 2 rounds/s keeps the fleet's share
 # of two cores small while a 30 s window still holds 60 samples per pair.
 DEMO_RATE_HZ = 2.0
+# Steps of a few ms go to pairs of at least this round trip, where they stay a few percent.
+STEP_MIN_RTT_MS = 150.0
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,8 @@ class DemoFleet:
                    for p in STORAGE if p.provider in upstreams]
         config = {"api_url": url, "seed": int(time.time()), "jitter_frac": 0.01,
                   "spike": {"prob": s.spike_prob, "min_x": 20, "max_x": 300, "cap_ms": 600},
-                  "steps": {"pairs": s.step_pairs, "min_ms": s.step_min_ms,
+                  "steps": {"pairs": s.step_pairs, "min_rtt_ms": STEP_MIN_RTT_MS,
+                            "min_ms": s.step_min_ms,
                             "max_ms": s.step_max_ms, "first_after_s": s.step_first_after_s,
                             "spread_s": s.step_spread_s},
                   "mesh": mesh, "storage": storage, "status_file": str(self.status_file)}
