@@ -259,6 +259,15 @@ func (u *usage) cpu(i int) float64 { return float64(u.ticks[i]) / clkTck / u.sec
 // kernel is the kernel's share of process i's CPU, in %.
 func (u *usage) kernel(i int) float64 { return float64(u.sys[i]) / float64(max(u.ticks[i], 1)) * 100 }
 
+// kernelMean is the mean kernel CPU per process in % of one core.
+func (u *usage) kernelMean() float64 {
+	var t int64
+	for _, v := range u.sys {
+		t += v
+	}
+	return float64(t) / clkTck / u.secs * 100 / float64(len(u.sys))
+}
+
 // summary is the mean and max CPU per process and the mean RSS.
 func (u *usage) summary() (mean, top float64, rss int64) {
 	for i := range u.ticks {
@@ -403,6 +412,10 @@ func run(bin, agentsDir, scDir string, alternations int, n int, rate float64, pa
 	ratio := aMean / sMean
 	fmt.Printf("  cpu per node: agent mean %.2f%%, max %.2f%%; StormCloud mean %.2f%%, max %.2f%% of a core; ratio of means %.2f\n",
 		aMean, aMax, sMean, sMax, ratio)
+	// The kernel's part (loopback TCP for both ends, wakeups) is what sending and echoing
+	// cost before any user-space work: the floor of the ratio at this workload.
+	fmt.Printf("  kernel cpu per node: agent %.2f%%, StormCloud %.2f%% of a core; the agent's kernel time alone is %.2f of StormCloud's cpu\n",
+		agentU.kernelMean(), scU.kernelMean(), agentU.kernelMean()/sMean)
 	fmt.Printf("  rss per node: agent mean %d KiB, StormCloud mean %d KiB\n", aRSS, sRSS)
 	fmt.Printf("  agent samples sent in its windows: %d ok, %d lost or failed\n", ok, lost)
 	fmt.Printf("  node-to-node RTT, agent (%d samples, its shipped samples): p50 %d us, p99 %d us, p99.99 %d us, max %d us\n",
