@@ -30,6 +30,7 @@ type scFleet struct {
 	node, master string
 	dir, config  string
 	procs        []*exec.Cmd
+	exited       []chan struct{} // closed when the node's process has exited
 	ids          []string
 	window       int // experiments started so far: each writes its own CSV prefix
 }
@@ -50,25 +51,15 @@ func startSC(binDir string, n int, rate float64, payload int, window time.Durati
 	}
 	addrs := make([]string, 0, n)
 	for i := range n {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
 		id := fmt.Sprintf("1.%d", i+1)
 		dir := filepath.Join(f.dir, id)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return nil, err
 		}
-		logf, err := os.Create(filepath.Join(dir, "log"))
+		port, err := f.startNode(id, dir)
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(f.node, "-id="+id, "-port="+strconv.Itoa(port), "-log_level=warning")
-		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logf, logf
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		f.procs = append(f.procs, cmd)
 		f.ids = append(f.ids, id)
 		addrs = append(addrs, fmt.Sprintf("%q: \"tcp://127.0.0.1:%d\"", id, port))
 	}
@@ -82,6 +73,70 @@ func startSC(binDir string, n int, rate float64, payload int, window time.Durati
  "csv_prefix": "w%%d", "csv_row_output_limit": %d, "mem_row_output_limit": %d, "communication_timeout_ms": %d}
 `, members, members, payload, int(rate), rows, rows, scTimeoutMs)
 	return f, os.WriteFile(f.config, []byte(cfg), 0o644)
+}
+
+// startNode starts node id in dir on a free port and waits until it accepts connections.
+// The port is free when picked but may be taken before the node binds it (the node then
+// exits), so it tries again on another.
+func (f *scFleet) startNode(id, dir string) (int, error) {
+	var last string
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		logPath := filepath.Join(dir, "log")
+		logf, err := os.Create(logPath)
+		if err != nil {
+			return 0, err
+		}
+		cmd := exec.Command(f.node, "-id="+id, "-port="+strconv.Itoa(port), "-log_level=warning")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = dir, logf, logf
+		if err := cmd.Start(); err != nil {
+			logf.Close()
+			return 0, err
+		}
+		exited := make(chan struct{})
+		go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			select {
+			case <-exited:
+				b, _ := os.ReadFile(logPath)
+				last = fmt.Sprintf("node %s exited on port %d: %s", id, port, b)
+				deadline = time.Time{}
+				continue
+			default:
+			}
+			if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+				c.Close()
+				f.procs = append(f.procs, cmd)
+				f.exited = append(f.exited, exited)
+				return port, nil
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if last == "" {
+			_ = cmd.Process.Kill()
+			<-exited
+			last = fmt.Sprintf("node %s did not listen on port %d", id, port)
+		}
+	}
+	return 0, fmt.Errorf("StormCloud: %s", last)
+}
+
+// alive reports the nodes that have exited, with their logs.
+func (f *scFleet) alive() error {
+	for i, ch := range f.exited {
+		select {
+		case <-ch:
+			b, _ := os.ReadFile(filepath.Join(f.dir, f.ids[i], "log"))
+			return fmt.Errorf("StormCloud node %s exited: %s", f.ids[i], b)
+		default:
+		}
+	}
+	return nil
 }
 
 // begin starts an experiment on every node through the master; the nodes' listeners may
@@ -101,6 +156,9 @@ func (f *scFleet) begin() error {
 		out, err := f.runMaster("-start", "-config="+path)
 		if err == nil {
 			return nil
+		}
+		if aerr := f.alive(); aerr != nil {
+			return aerr
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("StormCloud master -start: %v\n%s", err, out)
@@ -191,14 +249,12 @@ func (f *scFleet) stop() {
 	for _, p := range f.procs {
 		_ = p.Process.Signal(syscall.SIGTERM)
 	}
-	for _, p := range f.procs {
-		done := make(chan struct{})
-		go func() { _ = p.Wait(); close(done) }()
+	for i, p := range f.procs {
 		select {
-		case <-done:
+		case <-f.exited[i]:
 		case <-time.After(5 * time.Second):
 			_ = p.Process.Kill()
-			<-done
+			<-f.exited[i]
 		}
 	}
 	_ = os.RemoveAll(f.dir)
