@@ -132,11 +132,14 @@ class HeatmapResponse(BaseModel):
 
 
 class LevelShift(BaseModel):
-    time: datetime
+    time: datetime = Field(description="start of the first window at the new level")
     window_index: int
-    step: float
-    level_before: float
-    level_after: float
+    step: float = Field(description="size of the jump: level after minus level before")
+    direction: Literal["up", "down"]
+    level_before: float = Field(description="local trend just before the shift")
+    level_after: float = Field(description="local trend just after the shift")
+    z: float = Field(description="step in standard errors of the jump estimate")
+    confidence: float = Field(description="1 - the Bonferroni-corrected two-sided p-value")
 
 
 class Segment(BaseModel):
@@ -156,6 +159,8 @@ class LevelShiftResponse(BaseModel):
     kind: str
     window_s: int
     noise: float = Field(description="robust noise sigma of the windowed medians")
+    cycles_removed_s: list[float] = Field(
+        default_factory=list, description="periods modelled as cycles before step detection")
     shifts: list[LevelShift]
     segments: list[Segment]
     medians: list[WindowMedian]
@@ -191,6 +196,8 @@ class Period(BaseModel):
     period_s: float
     variance_share: float = Field(description="share of the detrended variance at this period")
     amplitude: float = Field(description="amplitude of the sinusoid at this period")
+    false_alarm_probability: float = Field(
+        description="probability that noise alone gives a peak this strong")
 
 
 class ProfilePoint(BaseModel):
@@ -202,7 +209,9 @@ class CyclesResponse(BaseModel):
     source: SourceInfo
     kind: str
     window_s: int
-    periods: list[Period] = Field(description="strongest periods first")
+    significant: bool = Field(description="whether any period passed the significance test")
+    false_alarm_threshold: float
+    periods: list[Period] = Field(description="significant periods, strongest first")
     profile: list[ProfilePoint] = Field(description="mean profile over the strongest period")
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import uuid
 from collections.abc import Hashable, Sequence
 from datetime import UTC, datetime
@@ -24,6 +23,7 @@ from stormwatch.services.analytics.queries import (
     group_fn,
     load_fleet,
     load_grouped,
+    load_levels,
     target_providers,
 )
 from stormwatch.services.analytics.stats import (
@@ -34,6 +34,8 @@ from stormwatch.services.analytics.stats import (
 )
 
 MAX_WINDOWS = 20_000
+# Level shifts and cycles return one median per window: two weeks of 30 s windows.
+MAX_LEVEL_WINDOWS = 2 * 7 * 2880
 
 
 def _label(g: Hashable) -> Any:
@@ -288,22 +290,17 @@ async def storage_replication(session: AsyncSession, org_id: uuid.UUID, f: Filte
 
 
 async def _windowed_medians(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
-                            window_s: int, stat: str = "p50") -> tuple[Any, np.ndarray, np.ndarray]:
-    _check_window(f, window_s)
-    g = await load_grouped(session, org_id, kind, f, lambda k: "all", window_s=window_s)
-    if not g.groups:
-        return g.source, np.zeros(0), np.zeros(0)
-    start = int(g.source.start.timestamp()) // window_s * window_s
-    end = int(math.ceil(g.source.end.timestamp() / window_s)) * window_s
-    times = np.arange(start, end, window_s)
-    vals = np.full(times.size, np.nan)
-    p = _parse_pct_stat(stat) / 100 if stat != "mean" else None
-    for (_, w), d in g.groups.items():
-        i = (w - start) // window_s
-        if 0 <= i < times.size:
-            v = d.moments.mean if p is None else d.quantiles([p])[0]
-            vals[i] = np.nan if v is None else v
-    return g.source, times, vals
+                            window_s: int) -> tuple[Any, np.ndarray, np.ndarray]:
+    """Window levels that are not quantised: exact medians from raw samples or from the
+    rollups' median columns (`queries.load_levels`), never sketch bins."""
+    if window_s <= 0:
+        raise QueryError("window_s", "window_s must be positive")
+    if (f.end - f.start).total_seconds() / window_s > MAX_LEVEL_WINDOWS:
+        raise QueryError("window_s", f"more than {MAX_LEVEL_WINDOWS} windows: widen window_s")
+    lv = await load_levels(session, org_id, kind, f, window_s)
+    if not np.isfinite(lv.values).any():
+        return lv.source, np.zeros(0), np.zeros(0)
+    return lv.source, lv.times, lv.values
 
 
 async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
@@ -312,18 +309,19 @@ async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str
     step sizes."""
     source, times, vals = await _windowed_medians(session, org_id, kind, f, window_s)
     r: dict[str, Any] = (level_shifts(vals, min_step=min_step) if times.size
-                         else {"breakpoints": [], "segments": [], "noise": 0.0})
+                         else {"breakpoints": [], "segments": [], "noise": 0.0, "shifts": [],
+                               "cycles_removed": []})
 
     def ts(i: int) -> datetime:
         return datetime.fromtimestamp(int(times[i]), UTC)
 
-    shifts = []
-    for seg in r["segments"][1:]:
-        shifts.append({"time": ts(seg["start_index"]), "window_index": seg["start_index"],
-                       "step": seg["step"], "level_after": seg["level"],
-                       "level_before": seg["level"] - seg["step"]})
+    shifts = [{"time": ts(s["index"]), "window_index": s["index"], "step": s["step"],
+               "direction": "up" if s["step"] > 0 else "down",
+               "level_before": s["level_before"], "level_after": s["level_after"],
+               "z": s["z"], "confidence": s["confidence"]} for s in r["shifts"]]
     return {"source": source.as_dict(), "kind": kind, "window_s": window_s,
             "noise": r["noise"], "shifts": shifts,
+            "cycles_removed_s": [p * window_s for p in r["cycles_removed"]],
             "segments": [{"start": ts(s["start_index"]),
                           "end": datetime.fromtimestamp(int(times[s["end_index"]]) + window_s, UTC),
                           "level": s["level"], "step": s["step"]} for s in r["segments"]],

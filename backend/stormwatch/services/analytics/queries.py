@@ -23,6 +23,7 @@ from stormwatch.services.analytics.sketches import (
     grouped_quantiles,
 )
 from stormwatch.services.analytics.stats import Distribution, Moments
+from stormwatch.services.rollups import grouped_weighted_medians
 
 Kind = Literal["mesh", "quorum", "storage", "throughput"]
 Resolution = Literal["auto", "raw", "1m", "5m", "1h", "1d"]
@@ -832,3 +833,94 @@ async def target_providers(session: AsyncSession, org_id: uuid.UUID) -> dict[uui
     rows = (await session.execute(text(
         "SELECT id, provider FROM storage_targets WHERE org_id = :o"), {"o": org_id})).all()
     return {r[0]: r[1] for r in rows}
+
+
+# --- window levels (level shifts, cycles) ---------------------------------------------
+
+# Seed 003's window: minute rollups keep the medians of their two half-minutes for it.
+HALF_MINUTE = 30
+
+
+@dataclass
+class Levels:
+    """One level per window of everything selected: exact medians from raw samples, the
+    minute rows' exact medians (or half-minute medians for 30 s windows), or the weighted
+    median of coarser rows' levels. Never a sketch bin."""
+
+    source: Source
+    window_s: int
+    times: np.ndarray  # window starts (epoch s), every window of the range
+    values: np.ndarray  # NaN where a window has no level
+    counts: np.ndarray  # values behind each window's level
+
+
+async def load_levels(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                      window_s: int) -> Levels:
+    """Window levels for level shifts and cycles (see `Levels`)."""
+    f.validate()
+    spec = KIND_SPECS[kind]
+    await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+    fleet = await load_fleet(session, org_id)
+    params: dict[str, Any] = {"org": org_id}
+    where, n_series = _where(spec, fleet, f, params)
+    raw_since = (datetime.now(UTC) - timedelta(days=fleet.raw_retention_days)
+                 if fleet.raw_retention_days else None)
+    few = few_series(spec, f)
+    raw_max = RAW_MAX_FEW_SERIES if few else RAW_MAX_FLEET
+    raw_kept = raw_since is None or f.start >= raw_since
+    halves = window_s == HALF_MINUTE and (
+        f.resolution == "1m"
+        or (f.resolution == "auto" and (f.end - f.start > raw_max or not raw_kept)))
+    if halves:
+        source = Source("1m", _floor(f.start, 60), _ceil(f.end, 60))
+    else:
+        source = choose_source(f, few, window_s, n_series, raw_since, fleet.complete_from(kind))
+    params.update(s=source.start, e=source.end)
+    adjusted = kind == "storage" and f.adjusted
+    prefix = "adj_latency_us" if adjusted else spec.value_prefix
+    conds = "".join(f" AND {c}" for c in where)
+    if source.resolution == "raw":
+        value_sql = ADJUSTED_RAW if adjusted else spec.raw_value
+        row = (await session.execute(text(
+            f"SELECT count(*), string_agg(float8send(extract(epoch FROM time)::float8), "
+            f"''::bytea), string_agg(float8send(coalesce(({value_sql})::float8, 'NaN')), "
+            f"''::bytea) FROM {spec.raw_table} WHERE org_id = :org AND time >= :s "
+            f"AND time < :e{conds}"), params)).one()
+        if row[0] > RAW_ROW_LIMIT:
+            raise QueryError("resolution", "more than 5 million raw samples in range: widen "
+                             "window_s to a multiple of 60 s or use a rollup resolution")
+        t = np.frombuffer(row[1] or b"", dtype=">f8").astype(np.float64)
+        v = np.frombuffer(row[2] or b"", dtype=">f8").astype(np.float64)
+        w = np.ones(v.size)
+    else:
+        rows = (await session.execute(text(
+            f"SELECT extract(epoch FROM bucket_start)::float8, {prefix}_count, "
+            f"{prefix}_median, {prefix}_half_medians FROM {spec.table} WHERE org_id = :org "
+            f"AND bucket_s = {int(RES_SECONDS[source.resolution])} AND bucket_start >= :s "
+            f"AND bucket_start < :e{conds}"), params)).all()
+        t0 = np.array([r[0] for r in rows], dtype=np.float64)
+        n = np.array([r[1] or 0 for r in rows], dtype=np.float64)
+        if halves:
+            h = np.array([(r[3] or [None, None]) for r in rows], dtype=object).reshape(-1, 2)
+            hv = np.where(h == None, np.nan, h).astype(np.float64)  # noqa: E711
+            t = np.concatenate([t0, t0 + HALF_MINUTE])
+            v = np.concatenate([hv[:, 0], hv[:, 1]])
+            # Each half carries about half the minute's samples.
+            w = np.concatenate([n / 2, n / 2])
+        else:
+            t = t0
+            v = np.array([np.nan if r[2] is None else r[2] for r in rows], dtype=np.float64)
+            w = n
+    start = int(source.start.timestamp()) // window_s * window_s
+    end = int(math.ceil(source.end.timestamp() / window_s)) * window_s
+    times = np.arange(start, end, window_s, dtype=np.int64)
+    values = np.full(times.size, np.nan)
+    counts = np.zeros(times.size)
+    if t.size and times.size:
+        wi = ((t // window_s) * window_s - start).astype(np.int64) // window_s
+        keep = (wi >= 0) & (wi < times.size)
+        wi, v, w = wi[keep], v[keep], np.asarray(w[keep], dtype=np.float64)
+        values = grouped_weighted_medians(v, w, wi, times.size)
+        ok = np.isfinite(v)
+        counts = np.bincount(wi[ok], weights=w[ok], minlength=times.size).astype(np.float64)
+    return Levels(source, window_s, times, values, counts)
