@@ -11,8 +11,9 @@ samples.
 
 Mesh and quorum series get a covering per-series index over the new columns for their
 minute and 5-minute rows (as 0005 and 0006 did for the statistics), built CONCURRENTLY so
-rollup writes go on. Rows rolled before this migration have NULL levels until re-rolled;
-level queries skip their windows.
+rollup writes go on. The indexes hold only rows with a level (a predicate the statistics
+queries do not carry, so they keep using the covering indexes of 0005 and 0006). Rows rolled
+before this migration have NULL levels until re-rolled; level queries skip their windows.
 
 Revision ID: 0011_rollup_levels
 Revises: 0006_five_minute_rollups
@@ -51,7 +52,8 @@ def upgrade() -> None:
                 op.execute(
                     f"CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_{table}_{name}_levels ON "
                     f"{table} (org_id, {keys}, bucket_start) INCLUDE ({p}_count, {p}_median, "
-                    f"{p}_mad, {p}_half_medians) WHERE bucket_s = {bucket_s}")
+                    f"{p}_mad, {p}_half_medians) WHERE bucket_s = {bucket_s} "
+                    f"AND {p}_median IS NOT NULL")
 
 
 def downgrade() -> None:

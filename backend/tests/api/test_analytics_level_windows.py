@@ -128,3 +128,18 @@ def test_a_week_of_thirty_second_windows_is_answered_from_minute_rows(
     got = datetime.fromisoformat(body["shifts"][0]["time"])
     assert abs((got - (week.start + timedelta(days=4))).total_seconds()) <= 60
     assert body["shifts"][0]["step"] == pytest.approx(0.05 * BASE_US, rel=0.10)
+
+
+def test_each_pair_is_analysed_on_its_own_with_group_by_pair(
+        client: httpx.Client, stepped: Pair) -> None:  # noqa: F811
+    r = client.get("/api/v1/analytics/mesh/level-shifts", headers={
+        "Authorization": f"Bearer {stepped.org.api_key}"}, params={
+        "start": stepped.start.isoformat(),
+        "end": (stepped.start + timedelta(hours=HOURS)).isoformat(),
+        "window_s": 30, "group_by": "pair"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["source"]["resolution"] == "1m"  # a fleet's 6 h: half-minute medians
+    (g,) = body["groups"]
+    assert g["group"] == [stepped.src.agent_id, stepped.dst.agent_id]
+    assert [s["direction"] for s in g["shifts"]] == ["up", "down"]
