@@ -48,7 +48,7 @@ def find_detours(paths: list[PathRtt], tolerance: float = 0.05,
         best[k] = min(best.get(k, float("inf")), p.rtt_us)
         between.setdefault(k, []).append(p)
     places = sorted({x for k in best for x in k})
-    found = []
+    found: list[tuple[float, dict[str, Any]]] = []
     for p in paths:
         if p.src == p.dst:
             continue
@@ -74,16 +74,16 @@ def find_detours(paths: list[PathRtt], tolerance: float = 0.05,
         if choice is None:
             continue
         _, b, leg1, leg2 = choice
-        found.append({
+        found.append((p.rtt_us / alt.rtt_us, {
             "src": p.src, "dst": p.dst, "via": b, "src_provider": p.src_provider,
             "dst_provider": p.dst_provider, "direct_us": p.rtt_us, "via_us": leg1 + leg2,
             "legs_us": [leg1, leg2], "via_ratio": (leg1 + leg2) / p.rtt_us,
             "best_alternative_us": alt.rtt_us,
             "alternative": {"src": alt.src, "dst": alt.dst, "src_provider": alt.src_provider,
                             "dst_provider": alt.dst_provider},
-            "excess": p.rtt_us / alt.rtt_us})
-    found.sort(key=lambda d: -float(d["excess"]))
-    return found
+            "excess": p.rtt_us / alt.rtt_us}))
+    found.sort(key=lambda x: -x[0])
+    return [d for _, d in found]
 
 
 def path_key(src_place: Hashable, dst_place: Hashable, src_provider: Hashable,
