@@ -23,7 +23,7 @@ from stormwatch.services.analytics.sketches import (
     grouped_quantiles,
 )
 from stormwatch.services.analytics.stats import Distribution, Moments
-from stormwatch.services.rollups import grouped_weighted_medians
+from stormwatch.services.rollups import grouped_weighted_medians, sort_by_group_then_value
 
 Kind = Literal["mesh", "quorum", "storage", "throughput"]
 Resolution = Literal["auto", "raw", "1m", "5m", "1h", "1d"]
@@ -718,7 +718,7 @@ def _group_packed_raw(rows: Sequence[Any], nk: int, group: GroupFn, window_s: in
     gid = np.concatenate(gids)
     v = np.concatenate(vals)
     failed = np.concatenate(fails)
-    order = np.lexsort((v, gid))  # by group, then value: each group's slice is sorted
+    order = sort_by_group_then_value(gid, v)  # each group's slice is sorted
     gid, v, failed = gid[order], v[order], failed[order]
     bounds = np.searchsorted(gid, np.arange(len(index) + 1))
     out: dict[Any, Distribution] = {}
