@@ -559,7 +559,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Detours: RTT(A,C) close to RTT(A,B) + RTT(B,C) and far above its peers */
+        /** Detours: a path as slow as the route through a middle region, while another path between the same regions is faster */
         get: operations["get_detours_api_v1_analytics_mesh_detours_get"];
         put?: never;
         post?: never;
@@ -1326,8 +1326,15 @@ export interface components {
             /** Window S */
             window_s: number;
             /**
+             * Significant
+             * @description whether any period passed the significance test
+             */
+            significant: boolean;
+            /** False Alarm Threshold */
+            false_alarm_threshold: number;
+            /**
              * Periods
-             * @description strongest periods first
+             * @description significant periods, strongest first
              */
             periods: components["schemas"]["Period"][];
             /**
@@ -1371,37 +1378,64 @@ export interface components {
         };
         /** Detour */
         Detour: {
-            /** Src */
+            /**
+             * Src
+             * @description source region (or zone)
+             */
             src: string;
             /** Dst */
             dst: string;
-            /** Via */
+            /**
+             * Via
+             * @description the middle region whose route matches the direct RTT
+             */
             via: string;
+            /** Src Provider */
+            src_provider: string;
+            /** Dst Provider */
+            dst_provider: string;
             /**
              * Direct Us
-             * @description p50 RTT src -> dst
+             * @description p50 RTT of this path
              */
             direct_us: number;
             /**
              * Via Us
-             * @description p50 RTT src -> via plus via -> dst
+             * @description best p50 RTT src -> via plus via -> dst
              */
             via_us: number;
+            /**
+             * Legs Us
+             * @description the two legs of via_us
+             */
+            legs_us: number[];
             /**
              * Via Ratio
              * @description via_us / direct_us
              */
             via_ratio: number;
             /**
-             * Peer Median Us
-             * @description median p50 RTT from src to its other destinations
+             * Best Alternative Us
+             * @description best p50 RTT of another path between the same two places
              */
-            peer_median_us: number | null;
+            best_alternative_us: number;
+            alternative: components["schemas"]["DetourAlternative"];
             /**
              * Excess
-             * @description direct_us / peer_median_us
+             * @description direct_us / best_alternative_us
              */
-            excess: number | null;
+            excess: number;
+        };
+        /** DetourAlternative */
+        DetourAlternative: {
+            /** Src */
+            src: string;
+            /** Dst */
+            dst: string;
+            /** Src Provider */
+            src_provider: string;
+            /** Dst Provider */
+            dst_provider: string;
         };
         /** DetoursResponse */
         DetoursResponse: {
@@ -1569,6 +1603,17 @@ export interface components {
             /** Path */
             path: string;
         };
+        /** GroupShifts */
+        GroupShifts: {
+            /** Group */
+            group: unknown;
+            /** Noise */
+            noise: number;
+            /** Cycles Removed S */
+            cycles_removed_s: number[];
+            /** Shifts */
+            shifts: components["schemas"]["LevelShift"][];
+        };
         /** Gzip9 */
         Gzip9: {
             /**
@@ -1607,6 +1652,11 @@ export interface components {
             count: number;
             /** Samples */
             samples: number;
+            /**
+             * Beyond
+             * @description for a percentile stat: samples above it in the cell
+             */
+            beyond?: number | null;
         };
         /** HeatmapResponse */
         HeatmapResponse: {
@@ -1705,16 +1755,41 @@ export interface components {
             /**
              * Time
              * Format: date-time
+             * @description start of the first window at the new level
              */
             time: string;
             /** Window Index */
             window_index: number;
-            /** Step */
+            /**
+             * Step
+             * @description size of the jump: level after minus level before
+             */
             step: number;
-            /** Level Before */
+            /**
+             * Direction
+             * @enum {string}
+             */
+            direction: "up" | "down";
+            /**
+             * Level Before
+             * @description local trend just before the shift
+             */
             level_before: number;
-            /** Level After */
+            /**
+             * Level After
+             * @description local trend just after the shift
+             */
             level_after: number;
+            /**
+             * Z
+             * @description step in standard errors of the jump estimate
+             */
+            z: number;
+            /**
+             * Confidence
+             * @description 1 - the Bonferroni-corrected two-sided p-value
+             */
+            confidence: number;
         };
         /** LevelShiftResponse */
         LevelShiftResponse: {
@@ -1724,10 +1799,25 @@ export interface components {
             /** Window S */
             window_s: number;
             /**
+             * Group By
+             * @default all
+             */
+            group_by: string;
+            /**
+             * Groups
+             * @description with group_by other than all: each group's shifts
+             */
+            groups?: components["schemas"]["GroupShifts"][] | null;
+            /**
              * Noise
              * @description robust noise sigma of the windowed medians
              */
             noise: number;
+            /**
+             * Cycles Removed S
+             * @description periods modelled as cycles before step detection
+             */
+            cycles_removed_s?: number[];
             /** Shifts */
             shifts: components["schemas"]["LevelShift"][];
             /** Segments */
@@ -1835,6 +1925,11 @@ export interface components {
              * @description amplitude of the sinusoid at this period
              */
             amplitude: number;
+            /**
+             * False Alarm Probability
+             * @description probability that noise alone gives a peak this strong
+             */
+            false_alarm_probability: number;
         };
         /** PlacementData */
         PlacementData: {
@@ -2090,10 +2185,17 @@ export interface components {
             max: number | null;
             /**
              * Percentiles
-             * @description p5 ... p99_999 keyed p<pct>
+             * @description p5 ... p99_999 keyed p<pct>: the sample of rank floor(p/100 (count - 1))
              */
             percentiles: {
                 [key: string]: number | null;
+            };
+            /**
+             * Beyond
+             * @description samples above each percentile (its support)
+             */
+            beyond?: {
+                [key: string]: number;
             };
             /** P99 99 Over Mean */
             p99_99_over_mean: number | null;
@@ -2627,10 +2729,17 @@ export interface components {
             max: number | null;
             /**
              * Percentiles
-             * @description p5 ... p99_999 keyed p<pct>
+             * @description p5 ... p99_999 keyed p<pct>: the sample of rank floor(p/100 (count - 1))
              */
             percentiles: {
                 [key: string]: number | null;
+            };
+            /**
+             * Beyond
+             * @description samples above each percentile (its support)
+             */
+            beyond?: {
+                [key: string]: number;
             };
             /** P99 99 Over Mean */
             p99_99_over_mean: number | null;
@@ -2865,6 +2974,13 @@ export interface components {
             min: number | null;
             /** Max */
             max: number | null;
+            /**
+             * Beyond
+             * @description samples above each percentile of the window
+             */
+            beyond?: {
+                [key: string]: number;
+            };
         } & {
             [key: string]: unknown;
         };
@@ -4217,6 +4333,8 @@ export interface operations {
                 window_s?: number;
                 /** @description smallest step to report (default 3 noise sigmas) */
                 min_step?: number | null;
+                /** @description all (one series of everything selected) or a grouping such as pair: each group analysed on its own */
+                group_by?: string;
                 /** @description UTC; default end - 1 h */
                 start?: string | null;
                 /** @description UTC; default now */
@@ -4528,7 +4646,9 @@ export interface operations {
         parameters: {
             query?: {
                 level?: string;
+                /** @description how much faster than the route through the middle region the direct path may be */
                 tolerance?: number;
+                /** @description how many times slower than the best other path between the same places */
                 min_excess?: number;
                 /** @description UTC; default end - 1 h */
                 start?: string | null;
