@@ -43,7 +43,7 @@ export function Timeline({ points, segments, log, body, full = false }: { points
           yAxisId="rtt"
           scale={log ? "log" : "linear"}
           domain={domain ?? (log ? ["auto", "auto"] : [0, "auto"])}
-          ticks={log && domain ? logTicks(domain[0], domain[1]) : undefined}
+          ticks={log && domain ? logTicks(domain[0], domain[1]).filter((v) => v >= domain[0] && v <= domain[1]) : undefined}
           allowDataOverflow
           tickFormatter={axisUs}
           stroke={palette.muted}
