@@ -37,7 +37,7 @@ SERIES_INDEXED = {
     "mesh_rollups": ("src_agent_id, dst_agent_id, payload_bytes", "rtt_us"),
     "quorum_rollups": ("agent_id, group_name, k, n", "latency_us"),
 }
-LEVELS = {"minute": 60, "five": 300}
+LEVELS = {"1m": 60, "5m": 300}
 
 
 def upgrade() -> None:
@@ -50,7 +50,7 @@ def upgrade() -> None:
         for table, (keys, p) in SERIES_INDEXED.items():
             for name, bucket_s in LEVELS.items():
                 op.execute(
-                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_{table}_{name}_levels ON "
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS ix_{table}_levels_{name} ON "
                     f"{table} (org_id, {keys}, bucket_start) INCLUDE ({p}_count, {p}_median, "
                     f"{p}_mad, {p}_half_medians) WHERE bucket_s = {bucket_s} "
                     f"AND {p}_median IS NOT NULL")
@@ -60,7 +60,7 @@ def downgrade() -> None:
     with op.get_context().autocommit_block():
         for table in SERIES_INDEXED:
             for name in LEVELS:
-                op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS ix_{table}_{name}_levels")
+                op.execute(f"DROP INDEX CONCURRENTLY IF EXISTS ix_{table}_levels_{name}")
     for table, prefixes in PREFIXES.items():
         for p in prefixes:
             op.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS {p}_median, "
