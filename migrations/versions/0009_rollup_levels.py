@@ -15,15 +15,15 @@ rollup writes go on. The indexes hold only rows with a level (a predicate the st
 queries do not carry, so they keep using the covering indexes of 0005 and 0006). Rows rolled
 before this migration have NULL levels until re-rolled; level queries skip their windows.
 
-Revision ID: 0008_rollup_levels
-Revises: 0007_rollup_claims
+Revision ID: 0009_rollup_levels
+Revises: 0008_advisors
 Create Date: 2026-11-23
 """
 
 from alembic import op
 
-revision = "0008_rollup_levels"
-down_revision = "0007_rollup_claims"
+revision = "0009_rollup_levels"
+down_revision = "0008_advisors"
 branch_labels = None
 depends_on = None
 
