@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import exc as sa_exc
 
 from stormwatch import __version__
+from stormwatch.api.deps import reject_unknown_query
 from stormwatch.api.routes import (
     advisors,
     agents,
@@ -30,6 +31,7 @@ from stormwatch.api.routes import (
 from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_engine
 from stormwatch.core.logging import setup_logging
+from stormwatch.observability.api import instrument
 from stormwatch.schemas.ingest import IngestBatch
 
 log = logging.getLogger("stormwatch.api")
@@ -98,7 +100,8 @@ def create_app() -> FastAPI:
         lifespan=lifespan,
     )
     for router in ROUTERS:
-        app.include_router(router, prefix=API_PREFIX)
+        app.include_router(router, prefix=API_PREFIX,
+                           dependencies=[Depends(reject_unknown_query)])
 
     async def infrastructure_error(request: Request, exc: Exception) -> JSONResponse:
         if _is_connection_error(exc):
@@ -119,6 +122,7 @@ def create_app() -> FastAPI:
                    "type": e.get("type", "")} for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
+    instrument(app)
     _mount_ui(app, settings.frontend_dist)
     _document_hand_parsed_bodies(app)
     return app

@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
-from stormwatch.api.deps import AgentDep, OrgPrincipalDep, SessionDep, get_owned
+from stormwatch.api.deps import AdminDep, AgentDep, OrgPrincipalDep, SessionDep, get_owned
 from stormwatch.models import Agent, AgentPair
 from stormwatch.schemas.agents import (
     AgentPairPublic,
@@ -98,7 +98,7 @@ async def get_quorum_groups(agent_id: uuid.UUID, principal: OrgPrincipalDep,
 
 
 @router.delete("/agents/{agent_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_agent(agent_id: uuid.UUID, principal: OrgPrincipalDep,
+async def delete_agent(agent_id: uuid.UUID, principal: AdminDep,
                        session: SessionDep) -> Response:
     agent = await get_owned(session, Agent, agent_id, principal, "agent")
     await session.delete(agent)

@@ -5,7 +5,7 @@ from typing import NoReturn
 
 from fastapi import APIRouter, HTTPException, Response, status
 
-from stormwatch.api.deps import OrgPrincipalDep, SessionDep
+from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
 from stormwatch.schemas.storage_target import (
     StorageTargetCreate,
     StorageTargetPublic,
@@ -37,7 +37,7 @@ async def list_storage_targets(principal: OrgPrincipalDep,
 
 
 @router.post("", response_model=StorageTargetPublic, status_code=status.HTTP_201_CREATED)
-async def create_storage_target(body: StorageTargetCreate, principal: OrgPrincipalDep,
+async def create_storage_target(body: StorageTargetCreate, principal: AdminDep,
                                 session: SessionDep) -> StorageTargetPublic:
     try:
         out = await svc.create_target(session, principal.org_id, body)
@@ -59,7 +59,7 @@ async def get_storage_target(target_id: uuid.UUID, principal: OrgPrincipalDep,
 
 @router.patch("/{target_id}", response_model=StorageTargetPublic)
 async def update_storage_target(target_id: uuid.UUID, body: StorageTargetUpdate,
-                                principal: OrgPrincipalDep,
+                                principal: AdminDep,
                                 session: SessionDep) -> StorageTargetPublic:
     try:
         out = await svc.update_target(session, principal.org_id, target_id, body)
@@ -71,7 +71,7 @@ async def update_storage_target(target_id: uuid.UUID, body: StorageTargetUpdate,
 
 
 @router.delete("/{target_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_storage_target(target_id: uuid.UUID, principal: OrgPrincipalDep,
+async def delete_storage_target(target_id: uuid.UUID, principal: AdminDep,
                                 session: SessionDep) -> Response:
     try:
         await svc.delete_target(session, principal.org_id, target_id)
