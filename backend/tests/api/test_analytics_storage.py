@@ -33,8 +33,8 @@ def _targets(db: Engine, org_id: str) -> dict[str, uuid.UUID]:
             tid = uuid.uuid4()
             conn.execute(text(
                 "INSERT INTO storage_targets (id, org_id, name, provider, bucket, contents, "
-                "sizes_bytes, credentials_source) VALUES (:i, :o, :n, :p, 'probe', "
-                "'[\"binary\"]'::jsonb, '{}'::jsonb, 'none')"),
+                "sizes_bytes, credentials_source, assign_all) VALUES (:i, :o, :n, :p, "
+                "'probe', '[\"binary\"]'::jsonb, '{}'::jsonb, 'none', true)"),
                 {"i": tid, "o": org_id, "n": f"{provider}-probe", "p": provider})
             out[provider] = tid
     return out
