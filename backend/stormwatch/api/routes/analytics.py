@@ -29,6 +29,7 @@ from stormwatch.schemas.analytics import (
     SummaryResponse,
     WelchResponse,
 )
+from stormwatch.schemas.types import IsoDatetime
 from stormwatch.services.analytics import analyses
 from stormwatch.services.analytics.queries import Filters, QueryError
 from stormwatch.services.analytics.stats import SUMMARY_PERCENTILES, parse_percentiles
@@ -75,8 +76,8 @@ ListParam = Annotated[list[str] | None, Query()]
 
 
 def filters(
-    start: Annotated[datetime | None, Query(description="UTC; default end - 1 h")] = None,
-    end: Annotated[datetime | None, Query(description="UTC; default now")] = None,
+    start: Annotated[IsoDatetime | None, Query(description="UTC; default end - 1 h")] = None,
+    end: Annotated[IsoDatetime | None, Query(description="UTC; default now")] = None,
     agents: Annotated[list[str] | None, Query(
         description="agent ids; every agent of a series must be one of them")] = None,
     src: Annotated[list[str] | None, Query(
@@ -172,8 +173,11 @@ async def get_series(kind: KindParam, principal: OrgPrincipalDep, session: Sessi
                                       _pcts(percentiles), group_by))
 
 
-@router.get("/{kind}/series.csv", response_class=PlainTextResponse,
-            summary="CSV export of a windowed series")
+# No response_class: it would declare its text type for the JSON errors too.
+@router.get("/{kind}/series.csv", response_model=None,
+            summary="CSV export of a windowed series",
+            responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}},
+                             "description": "One row per window and group"}})
 async def get_series_csv(kind: KindParam, principal: OrgPrincipalDep, session: SessionDep,
                          f: FiltersDep, window_s: Annotated[int, Query(gt=0)] = 30,
                          percentiles: str = "50,90,99,99.9", group_by: str = "all",

@@ -27,6 +27,7 @@ from stormwatch.schemas.accounts import (
     UserCreate,
     UserPublic,
 )
+from stormwatch.schemas.errors import CONFLICT, NOT_FOUND
 from stormwatch.services import accounts
 
 router = APIRouter(tags=["settings"])
@@ -71,7 +72,8 @@ async def create_api_key(body: ApiKeyCreate, principal: AdminUserDep,
                                          "key": token})
 
 
-@router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=NOT_FOUND)
 async def revoke_api_key(key_id: uuid.UUID, principal: AdminUserDep,
                          session: SessionDep) -> Response:
     key = await get_owned(session, ApiKey, key_id, principal, "API key")
@@ -99,7 +101,8 @@ async def create_enrollment_token(body: EnrollmentTokenCreate, principal: AdminD
         {**EnrollmentTokenPublic.model_validate(row).model_dump(), "token": token})
 
 
-@router.delete("/enrollment-tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/enrollment-tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=NOT_FOUND)
 async def revoke_enrollment_token(token_id: uuid.UUID, principal: AdminDep,
                                   session: SessionDep) -> Response:
     row = await get_owned(session, EnrollmentToken, token_id, principal, "enrollment token")
@@ -114,7 +117,8 @@ async def list_users(principal: OrgPrincipalDep, session: SessionDep) -> list[Us
         User.org_id == principal.org_id).order_by(User.email))).scalars())
 
 
-@router.post("/users", response_model=UserPublic, status_code=status.HTTP_201_CREATED)
+@router.post("/users", response_model=UserPublic, status_code=status.HTTP_201_CREATED,
+             responses=CONFLICT)
 async def create_user(body: UserCreate, principal: AdminUserDep,
                       session: SessionDep) -> User:
     try:
@@ -126,7 +130,8 @@ async def create_user(body: UserCreate, principal: AdminUserDep,
     return user
 
 
-@router.delete("/users/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/users/{user_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses={**NOT_FOUND, **CONFLICT})
 async def delete_user(user_id: uuid.UUID, principal: AdminUserDep,
                       session: SessionDep) -> Response:
     user = await get_owned(session, User, user_id, principal, "user")
