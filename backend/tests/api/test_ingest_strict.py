@@ -124,7 +124,8 @@ def test_an_unknown_field_anywhere_is_refused_by_name(api, db, fleet, mutate, lo
     [
         (b'"batch_id":"', b'"batch_id":NaN,"x":"', ["body", "batch_id"]),
         (b'"peers":["', b'"peers":[Infinity,"', ["body", "mesh", "peers", 0]),
-        (b'"payload_bytes":[', b'"payload_bytes":[-Infinity,', ["body", "mesh", "payload_bytes", 0]),
+        (b'"payload_bytes":[', b'"payload_bytes":[-Infinity,',
+         ["body", "mesh", "payload_bytes", 0]),
         (b'"round":[', b'"round":[' + b"1" * 400 + b",", ["body", "mesh", "round", 0]),
     ],
     ids=["nan-as-batch-id", "infinity-as-peer", "minus-infinity-first", "integer-beyond-double"],

@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import httpx
 import pytest
 
 from stormwatch.main import app
