@@ -63,13 +63,14 @@ def mesh(client: httpx.Client, make_org: Callable, db: Engine) -> Mesh:  # noqa:
         # Pair-specific medians, so a wrongly included pair moves the percentiles.
         for di, d in enumerate(names):
             payloads = [1024, SMALL_PAYLOAD] if (s, d) == ("a1", "a3") else [1024]
-            for payload in payloads:
+            for pi, payload in enumerate(payloads):
                 median = 200.0 + 150.0 * si + 40.0 * di + (0 if payload == 1024 else 900)
                 v = np.maximum(np.round(rng.lognormal(np.log(median), 0.3, SECONDS)), 1)
                 samples[(s, d, payload)] = v
                 cols["time_us"] += (t0 + np.arange(SECONDS) * 1_000_000 + di * 1000).tolist()
                 cols["peer_idx"] += [di] * SECONDS
-                cols["round"] += list(range(SECONDS))
+                # A payload size of its own runs on later rounds: one sample per peer and round.
+                cols["round"] += list(range(pi * SECONDS, (pi + 1) * SECONDS))
                 cols["payload_bytes"] += [payload] * SECONDS
                 cols["rtt_us"] += v.astype(int).tolist()
                 cols["status"] += [0] * SECONDS
