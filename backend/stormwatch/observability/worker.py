@@ -85,10 +85,11 @@ class StateCollector:
             "How far each rollup level is behind now: now minus its watermark",
             labels=["kind", "level_s"])
         try:
+            # Only `<kind>:<level_s>` rows: the table also holds fill and claim bookmarks.
             with self._engine.connect() as conn:
                 rows = conn.execute(text(
                     "SELECT kind, extract(epoch FROM now() - rolled_until) FROM "
-                    "rollup_watermarks WHERE kind NOT LIKE :fill"), {"fill": "%:fill"}).all()
+                    "rollup_watermarks WHERE kind ~ :level"), {"level": r"^[a-z_]+:[0-9]+$"}).all()
             for key, seconds in rows:
                 kind, _, level = str(key).partition(":")
                 lag.add_metric([kind, level], float(seconds))

@@ -76,3 +76,49 @@ def test_an_ingested_batch_moves_the_ingest_counter_by_its_sample_count(metered,
     assert value(last, "http_requests_total", handler=route, method="POST", status="422") >= 1
     assert value(last, "http_request_duration_seconds_count", handler=route, method="POST",
                  status="202") >= 1
+
+
+def test_with_several_api_processes_every_scrape_counts_every_process(services, make_org,
+                                                                      tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from stormwatch.devtools.services import free_port, wait_for_port
+    from tests.conftest import REPO
+
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": services.database_url,
+           "REDIS_URL": services.redis_url, "PYTHONPATH": str(REPO / "backend"),
+           "METRICS_TOKEN": TOKEN, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    with open(services.tmp / "api-multiprocess.log", "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "stormwatch.main:app", "--host", "127.0.0.1",
+             "--port", str(port), "--workers", "2", "--log-level", "warning"],
+            env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(port, 90, proc)
+        org = make_org()
+        # A new connection per request, so the kernel spreads them over both processes.
+        base = f"http://127.0.0.1:{port}"
+        with httpx.Client(base_url=base, timeout=30) as c:
+            agents = [enroll(c, org.enrollment_token, f"mp-{i}") for i in range(2)]
+        total = 0
+        for _ in range(12):
+            with httpx.Client(base_url=base, timeout=30) as c:
+                batch = mesh_batch(agents[0], [a.agent_id for a in agents], rounds=5)
+                assert post_batch(c, agents[0], batch).status_code == 202
+                total += len(batch["mesh"]["time_us"])
+        assert len({p.name.rsplit("_", 1)[-1] for p in tmp_path.glob("counter_*.db")}) == 2
+        for _ in range(6):
+            with httpx.Client(base_url=base, timeout=30) as c:
+                got = scrape(c)
+            assert value(got, "stormwatch_ingest_samples_total", kind="mesh") == total
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
