@@ -56,6 +56,16 @@ ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/storage-targets/{target_id}"): "read",
     ("PATCH", "/api/v1/storage-targets/{target_id}"): "manage",
     ("DELETE", "/api/v1/storage-targets/{target_id}"): "manage",
+    ("GET", "/api/v1/pricing"): "read",
+    ("PUT", "/api/v1/pricing/{provider}/{region}/{item}"): "manage",
+    ("DELETE", "/api/v1/pricing/{provider}/{region}/{item}"): "manage",
+    # Advisors compute answers from the org's data and change nothing: readers may ask.
+    ("POST", "/api/v1/advisors/compression"): "read",
+    ("POST", "/api/v1/advisors/replication"): "read",
+    ("POST", "/api/v1/advisors/placement"): "read",
+    ("GET", "/api/v1/advisors/placement/{input_hash}"): "read",
+    ("POST", "/api/v1/advisors/timeout"): "read",
+    ("GET", "/api/v1/advisors/rankings"): "read",
     **{("GET", f"/api/v1/analytics/{p}"): "read" for p in (
         "{kind}/summary", "{kind}/series", "{kind}/series.csv", "{kind}/distribution",
         "{kind}/boxplots", "{kind}/heatmap", "{kind}/level-shifts", "{kind}/cycles",
