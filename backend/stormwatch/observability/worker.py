@@ -144,6 +144,8 @@ def _stop(**_: Any) -> None:
         server.shutdown()
     own = _started.pop("own_dir", None)
     if own:
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR") == own:
+            del os.environ["PROMETHEUS_MULTIPROC_DIR"]
         shutil.rmtree(own, ignore_errors=True)
 
 
