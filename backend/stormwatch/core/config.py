@@ -34,6 +34,12 @@ class Settings(BaseSettings):
     ingest_max_rtt_us: int = 600_000_000
 
     db_unavailable_retry_after_s: int = 5
+
+    # GET /metrics on the API wants `Authorization: Bearer <metrics_token>`; unset, it is off.
+    metrics_token: str | None = Field(default=None, min_length=16)
+    # The worker serves its metrics on its own port, off the API's; 0 turns it off.
+    worker_metrics_host: str = "127.0.0.1"
+    worker_metrics_port: int = 9541
     frontend_dist: Path = REPO_ROOT / "frontend" / "dist"
 
     @property
