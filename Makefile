@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONPATH := $(CURDIR)/backend
 
-.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts client bootstrap
+.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-demo client bootstrap
 
 run:
 	@scripts/run.sh
@@ -52,3 +52,7 @@ bench-advisors: bootstrap
 
 bench-alerts: bootstrap
 	$(PY) bench/alerts/run.py
+
+# The demo fleet's cost over 5 minutes of a steady `make run` (docs/demo.md).
+bench-demo: bootstrap
+	bench/demo/run.sh

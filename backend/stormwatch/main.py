@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import exc as sa_exc
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from stormwatch import __version__
+from stormwatch.api.deps import reject_unknown_query
 from stormwatch.api.routes import (
     advisors,
     agents,
@@ -34,6 +37,8 @@ from stormwatch.api.routes import (
 from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_engine
 from stormwatch.core.logging import setup_logging
+from stormwatch.observability.api import instrument
+from stormwatch.schemas.errors import COMMON
 from stormwatch.schemas.ingest import IngestBatch
 
 log = logging.getLogger("stormwatch.api")
@@ -106,7 +111,8 @@ def create_app() -> FastAPI:
         lifespan=lifespan,
     )
     for router in ROUTERS:
-        app.include_router(router, prefix=API_PREFIX)
+        app.include_router(router, prefix=API_PREFIX, responses=COMMON,
+                           dependencies=[Depends(reject_unknown_query)])
 
     async def infrastructure_error(request: Request, exc: Exception) -> JSONResponse:
         if _is_connection_error(exc):
@@ -121,12 +127,23 @@ def create_app() -> FastAPI:
                       asyncpg.InterfaceError):
         app.add_exception_handler(exc_class, infrastructure_error)  # type: ignore[arg-type]
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        # FastAPI answers 400 to a body it cannot decode (not UTF-8, not JSON): bad input
+        # is a 422 at the body, like every other invalid field.
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            return JSONResponse({"detail": [{"loc": ["body"], "msg": "the body is not valid "
+                                             "UTF-8 JSON", "type": "json_invalid"}]},
+                                status_code=422)
+        return await http_exception_handler(request, exc)
+
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
                    "type": e.get("type", "")} for e in exc.errors()]
         return JSONResponse({"detail": errors}, status_code=422)
 
+    instrument(app)
     _mount_ui(app, settings.frontend_dist)
     _document_hand_parsed_bodies(app)
     return app

@@ -1,10 +1,13 @@
 // Command agent-bench measures the Stormwatch agent at StormCloud's base workload (seed 003
-// §4.1: 100 rounds/s, 1024-byte payloads, 8 nodes) on loopback, against an in-process fake
-// ingest API serving the API's default config (batches cut every 2 s), so that only the
-// agents, as shipped, are measured:
+// §4.1: 100 rounds/s, 1024-byte payloads, 8 nodes, self-loop) on loopback, against an
+// in-process fake ingest API serving the API's default config (batches cut every 2 s), so
+// that only the agents, as shipped, are measured:
 //
-//	(a) 8 agents for -duration: CPU % of one core and RSS per agent, node-to-node RTT
-//	    p50/p99/p99.99; bytes per buffered sample from the recorder's heap at the same cadence;
+//	(a) 8 agents and 8 StormCloud nodes (seed 003's tool, built by run.sh outside the
+//	    repository) in turns at the same workload: CPU % of one core and RSS per node of
+//	    each, node-to-node RTT p50/p99/p99.99 of each from its own records (the agents'
+//	    shipped samples, StormCloud's CSV rows), and the ratio of their CPU per node; bytes
+//	    per buffered sample from the recorder's heap at the same cadence;
 //	(b) 2 agents and `sockperf ping-pong --tcp --full-rtt -m 1024` at the same rate, side by
 //	    side in windows over -pair-duration, each tool's two ends on the same two CPUs: the
 //	    median over windows of each one's p50.
@@ -46,13 +49,15 @@ func main() {
 	n := flag.Int("n", 8, "agents in the mesh phase")
 	rate := flag.Float64("rate", 100, "rounds per second")
 	payload := flag.Int("payload", 1024, "payload bytes")
-	duration := flag.Duration("duration", 60*time.Second, "measurement window of the mesh phase")
+	duration := flag.Duration("duration", 60*time.Second, "measurement time of the mesh phase, for each tool")
+	alternations := flag.Int("alternations", 2, "turns of the agents and StormCloud in the mesh phase (each measured for duration/alternations)")
+	scDir := flag.String("sc-bin", "", "directory holding StormCloud's node and master (run.sh builds them)")
 	pairDuration := flag.Duration("pair-duration", 60*time.Second, "measurement time of the pair phase (in windows of about 5 s)")
 	sockperf := flag.String("sockperf", "sockperf", "sockperf binary")
 	flag.StringVar(&sendMode, "send-mode", "spread", "mesh.send_mode of the agents: spread or broadcast")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the first mesh agent, taken during the window, to this file")
 	flag.Parse()
-	if err := run(*bin, *agentsDir, *n, *rate, *payload, *duration, *pairDuration, *sockperf); err != nil {
+	if err := run(*bin, *agentsDir, *scDir, *alternations, *n, *rate, *payload, *duration, *pairDuration, *sockperf); err != nil {
 		fmt.Fprintln(os.Stderr, "agent-bench:", err)
 		os.Exit(1)
 	}
@@ -213,13 +218,76 @@ func (f *fleet) stop() {
 	_ = os.RemoveAll(f.dir)
 }
 
-// cpuTicks is utime+stime of a process in clock ticks (/proc/<pid>/stat fields 14 and 15).
-func cpuTicks(pid int) (int64, error) {
-	u, s, err := cpuSplit(pid)
-	return u + s, err
+// usage accumulates the CPU time and the largest RSS of n processes over measured windows.
+type usage struct {
+	ticks, sys, rss []int64
+	secs            float64
 }
 
-// cpuSplit is utime and stime of a process in clock ticks.
+func newUsage(n int) *usage {
+	return &usage{ticks: make([]int64, n), sys: make([]int64, n), rss: make([]int64, n)}
+}
+
+// measure adds what the processes use during the next d and returns the window's bounds.
+func (u *usage) measure(ps []int, d time.Duration) (time.Time, time.Time, error) {
+	u0, s0 := make([]int64, len(ps)), make([]int64, len(ps))
+	t0 := time.Now()
+	for i, p := range ps {
+		var err error
+		if u0[i], s0[i], err = cpuSplit(p); err != nil {
+			return t0, t0, err
+		}
+	}
+	time.Sleep(d)
+	t1 := time.Now()
+	for i, p := range ps {
+		u1, s1, err := cpuSplit(p)
+		if err != nil {
+			return t0, t1, err
+		}
+		u.ticks[i] += u1 + s1 - u0[i] - s0[i]
+		u.sys[i] += s1 - s0[i]
+		u.rss[i] = max(u.rss[i], rssKB(p))
+	}
+	u.secs += t1.Sub(t0).Seconds()
+	return t0, t1, nil
+}
+
+// cpu is process i's CPU in % of one core over the measured windows.
+func (u *usage) cpu(i int) float64 { return float64(u.ticks[i]) / clkTck / u.secs * 100 }
+
+// kernel is the kernel's share of process i's CPU, in %.
+func (u *usage) kernel(i int) float64 { return float64(u.sys[i]) / float64(max(u.ticks[i], 1)) * 100 }
+
+// kernelMean is the mean kernel CPU per process in % of one core.
+func (u *usage) kernelMean() float64 {
+	var t int64
+	for _, v := range u.sys {
+		t += v
+	}
+	return float64(t) / clkTck / u.secs * 100 / float64(len(u.sys))
+}
+
+// summary is the mean and max CPU per process and the mean RSS.
+func (u *usage) summary() (mean, top float64, rss int64) {
+	for i := range u.ticks {
+		mean += u.cpu(i)
+		top = max(top, u.cpu(i))
+		rss += u.rss[i]
+	}
+	n := len(u.ticks)
+	return mean / float64(n), top, rss / int64(n)
+}
+
+func pids(ps []*exec.Cmd) []int {
+	out := make([]int, len(ps))
+	for i, p := range ps {
+		out[i] = p.Process.Pid
+	}
+	return out
+}
+
+// cpuSplit is utime and stime of a process in clock ticks (/proc/<pid>/stat fields 14 and 15).
 func cpuSplit(pid int) (int64, int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -259,7 +327,7 @@ func pct(xs []int64, p float64) int64 {
 
 const clkTck = 100 // USER_HZ on Linux
 
-func run(bin, agentsDir string, n int, rate float64, payload int, duration, pairDuration time.Duration, sockperf string) error {
+func run(bin, agentsDir, scDir string, alternations int, n int, rate float64, payload int, duration, pairDuration time.Duration, sockperf string) error {
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("agent binary: %w (build it with make -C agents build)", err)
 	}
@@ -269,68 +337,95 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 	}
 	fmt.Printf("buffered sample: %d-byte record; measured heap per buffered sample at 2 s cuts (8 peers, 100 rounds/s) = %.2f B (StormCloud: 52 B)\n", recordB, heapB)
 
-	// (a) the mesh at the base workload
-	fmt.Printf("phase a: %d agents, %.0f rounds/s, %d-byte payload, send mode %s, batches every %d ms, %v window\n",
-		n, rate, payload, sendMode, apiMaxBatchAgeMs, duration)
-	fa, err := startFleet(bin, n, rate, payload, "mesh", nil)
+	// (a) the mesh at the base workload, the agents and StormCloud in turns
+	slice := duration / time.Duration(alternations)
+	fmt.Printf("phase a: %d nodes, %.0f rounds/s, %d-byte payload, self-loop; Stormwatch agents (send mode %s, batches every %d ms to the fake API) and StormCloud nodes in %d alternations of %v each\n",
+		n, rate, payload, sendMode, apiMaxBatchAgeMs, alternations, slice)
+	sc, err := startSC(scDir, n, rate, payload, slice)
 	if err != nil {
 		return err
 	}
-	defer fa.stop()
-	if err := fa.waitMeshed(n, 60*time.Second); err != nil {
-		return err
-	}
-	fa.api.SetPollS(30) // the default poll interval during the measurement
-	fa.keep.Store(true)
-	time.Sleep(3 * time.Second)
-	t0 := time.Now()
-	ticks0 := make([]int64, n)
-	sys0 := make([]int64, n)
-	for i, p := range fa.procs {
-		if ticks0[i], err = cpuTicks(p.Process.Pid); err != nil {
-			return err
-		}
-		_, sys0[i], _ = cpuSplit(p.Process.Pid)
-	}
-	load0 := loadAvg()
-	if cpuProfile != "" {
-		go saveProfile(duration)
-	}
-	time.Sleep(duration)
-	t1 := time.Now()
-	elapsed := t1.Sub(t0).Seconds()
-	var cpus, sysShare []float64
-	var rss []int64
-	for i, p := range fa.procs {
-		tk, err := cpuTicks(p.Process.Pid)
+	defer sc.stop()
+	agentU, scU := newUsage(n), newUsage(n)
+	var rtts, self, scRTTs, scSelf []int64
+	var ok, lost int
+	for k := range alternations {
+		fa, err := startFleet(bin, n, rate, payload, "mesh", nil)
 		if err != nil {
 			return err
 		}
-		_, s1, _ := cpuSplit(p.Process.Pid)
-		cpus = append(cpus, float64(tk-ticks0[i])/clkTck/elapsed*100)
-		sysShare = append(sysShare, float64(s1-sys0[i])/float64(max(tk-ticks0[i], 1))*100)
-		rss = append(rss, rssKB(p.Process.Pid))
+		t0, t1, err := func() (time.Time, time.Time, error) {
+			defer fa.stop()
+			if err := fa.waitMeshed(n, 60*time.Second); err != nil {
+				return time.Time{}, time.Time{}, err
+			}
+			fa.api.SetPollS(30) // the default poll interval during the measurement
+			fa.keep.Store(true)
+			time.Sleep(3 * time.Second)
+			if k == 0 && cpuProfile != "" {
+				go saveProfile(slice)
+			}
+			t0, t1, err := agentU.measure(pids(fa.procs), slice)
+			if err != nil {
+				return t0, t1, err
+			}
+			settle()
+			return t0, t1, nil
+		}()
+		if err != nil {
+			return err
+		}
+		r, sl, o, l := fa.window(t0, t1)
+		rtts, self, ok, lost = append(rtts, r...), append(self, sl...), ok+o, lost+l
+		fmt.Printf("  %d. agents    %s-%s: %d node-to-node samples, p50 %d us; host load %s\n",
+			k+1, t0.Format("15:04:05"), t1.Format("15:04:05"), len(r), pct(r, 50), loadAvg())
+
+		if err := sc.begin(); err != nil {
+			return err
+		}
+		time.Sleep(3 * time.Second)
+		t0, t1, err = scU.measure(pids(sc.procs), slice)
+		if err != nil {
+			return err
+		}
+		if err := sc.end(); err != nil {
+			return err
+		}
+		r, sl, err = sc.records(t0, t1)
+		if err != nil {
+			return err
+		}
+		scRTTs, scSelf = append(scRTTs, r...), append(scSelf, sl...)
+		fmt.Printf("  %d. StormCloud %s-%s: %d node-to-node samples, p50 %d us; host load %s\n",
+			k+1, t0.Format("15:04:05"), t1.Format("15:04:05"), len(r), pct(r, 50), loadAvg())
 	}
-	load1 := loadAvg()
-	settle()
-	rtts, self, ok, lost := fa.window(t0, t1)
-	fa.stop()
-	maxCPU, sumCPU := 0.0, 0.0
-	for i, c := range cpus {
-		fmt.Printf("  %s: cpu %.2f%% of a core (%.0f%% of it in the kernel), rss %d KiB\n", fa.names[i], c, sysShare[i], rss[i])
-		maxCPU = max(maxCPU, c)
-		sumCPU += c
+	slices.Sort(rtts)
+	slices.Sort(self)
+	slices.Sort(scRTTs)
+	slices.Sort(scSelf)
+	for i := range n {
+		fmt.Printf("  node %d: agent cpu %.2f%% of a core (%.0f%% kernel), rss %d KiB; StormCloud cpu %.2f%% (%.0f%% kernel), rss %d KiB\n",
+			i+1, agentU.cpu(i), agentU.kernel(i), agentU.rss[i], scU.cpu(i), scU.kernel(i), scU.rss[i])
 	}
-	fmt.Printf("  cpu per agent: mean %.2f%%, max %.2f%% of a core\n", sumCPU/float64(n), maxCPU)
-	// The host is shared: its load moves these figures (a busy host even lowers the cost of a
-	// wakeup), so runs are compared together with it.
-	fmt.Printf("  host load average (1 min): %s at the start of the window, %s at its end\n", load0, load1)
-	fmt.Printf("  samples sent in the window: %d ok, %d lost or failed\n", ok, lost)
-	fmt.Printf("  node-to-node RTT (%d samples): p50 %d us, p99 %d us, p99.99 %d us, max %d us\n",
+	aMean, aMax, aRSS := agentU.summary()
+	sMean, sMax, sRSS := scU.summary()
+	ratio := aMean / sMean
+	fmt.Printf("  cpu per node: agent mean %.2f%%, max %.2f%%; StormCloud mean %.2f%%, max %.2f%% of a core; ratio of means %.2f\n",
+		aMean, aMax, sMean, sMax, ratio)
+	// The kernel's part (loopback TCP for both ends, wakeups) is what sending and echoing
+	// cost before any user-space work: the floor of the ratio at this workload.
+	fmt.Printf("  kernel cpu per node: agent %.2f%%, StormCloud %.2f%% of a core; the agent's kernel time alone is %.2f of StormCloud's cpu\n",
+		agentU.kernelMean(), scU.kernelMean(), agentU.kernelMean()/sMean)
+	fmt.Printf("  rss per node: agent mean %d KiB, StormCloud mean %d KiB\n", aRSS, sRSS)
+	fmt.Printf("  agent samples sent in its windows: %d ok, %d lost or failed\n", ok, lost)
+	fmt.Printf("  node-to-node RTT, agent (%d samples, its shipped samples): p50 %d us, p99 %d us, p99.99 %d us, max %d us\n",
 		len(rtts), pct(rtts, 50), pct(rtts, 99), pct(rtts, 99.99), pct(rtts, 100))
-	fmt.Printf("  self-loop RTT (%d samples): p50 %d us, p99.99 %d us\n", len(self), pct(self, 50), pct(self, 99.99))
-	if len(rtts) == 0 {
-		return errors.New("no node-to-node samples were shipped")
+	fmt.Printf("  node-to-node RTT, StormCloud (%d samples, its CSV records): p50 %d us, p99 %d us, p99.99 %d us, max %d us\n",
+		len(scRTTs), pct(scRTTs, 50), pct(scRTTs, 99), pct(scRTTs, 99.99), pct(scRTTs, 100))
+	fmt.Printf("  self-loop RTT p50: agent %d us (%d samples), StormCloud %d us (%d samples)\n",
+		pct(self, 50), len(self), pct(scSelf, 50), len(scSelf))
+	if len(rtts) == 0 || len(scRTTs) == 0 {
+		return errors.New("no node-to-node samples from one of the tools")
 	}
 
 	// (b) a pair and sockperf side by side, in windows
@@ -338,8 +433,8 @@ func run(bin, agentsDir string, n int, rate float64, payload int, duration, pair
 	if err != nil {
 		return err
 	}
-	fmt.Printf("agent: cpu %.2f%% of a core, %.1f B/sample, mesh p50 %d us, mesh p99.99 %d us, pair p50 %.0f us, sockperf p50 %.1f us\n",
-		maxCPU, heapB, pct(rtts, 50), pct(rtts, 99.99), pair50, sp50)
+	fmt.Printf("agent: cpu %.2f%% of a core, sc %.2f%%, ratio %.2f, %.1f B/sample, mesh p50 %d us, sc p50 %d us, pair p50 %.0f us, sockperf p50 %.1f us\n",
+		aMean, sMean, ratio, heapB, pct(rtts, 50), pct(scRTTs, 50), pair50, sp50)
 	return nil
 }
 

@@ -55,6 +55,8 @@ REGION_NAMES = {
 WAN_RTT_US = {("us", "eu"): 75_000, ("us", "ap"): 215_000, ("us", "sa"): 115_000,
               ("eu", "ap"): 160_000, ("eu", "sa"): 190_000, ("ap", "sa"): 320_000}
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+# Marks a case parameter to be filled with the 10 Hz pair's ends.
+FAST = object()
 
 
 def log(msg: str) -> None:
@@ -99,6 +101,7 @@ class FleetModel:
         # Jagged cross-region steps (seed 003 Lesson 11): +/-1.5 ms at random hours.
         self.wan = np.array([t in ("cross_region", "cross_provider") for t in self.topology])
         self.shift_hour = rng.integers(0, DAYS * 24, self.n_pairs)
+        self.fast_pair = int(np.flatnonzero(self.wan)[0])
 
     def samples(self, rng: np.random.Generator, hour_index: int, seconds: int
                 ) -> tuple[np.ndarray, np.ndarray]:
@@ -149,9 +152,19 @@ COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
 COPY_TRAILER = struct.pack(">h", -1)
 ROLLUP_COLS = ("org_id, bucket_s, bucket_start, src_agent_id, dst_agent_id, payload_bytes, "
                "sample_count, failure_count, computed_at, rtt_us_count, rtt_us_min, rtt_us_max, "
-               "rtt_us_sum, rtt_us_sum_sq, rtt_us_sketch")
+               "rtt_us_sum, rtt_us_sum_sq, rtt_us_sketch, rtt_us_median, rtt_us_mad, "
+               "rtt_us_half_medians")
 ROLLUP_TYPES = ["uuid", "int4", "timestamptz", "uuid", "uuid", "int4", "int8", "int8",
-                "timestamptz", "int8", "float8", "float8", "float8", "float8", "bytea"]
+                "timestamptz", "int8", "float8", "float8", "float8", "float8", "bytea", "float8",
+                "float8", "float8[]"]
+# One WAN pair also probes at 10 rounds/s over the last FAST_HOURS of raw samples: the Pair
+# page's 6 hours of a 10 Hz pair (~216 000 samples, 30 s windows read raw).
+FAST_RATE = 10
+FAST_HOURS = 6
+
+
+def _lv(x: float) -> float | None:
+    return None if not np.isfinite(x) else float(x)
 
 
 class CopyWriter:
@@ -223,7 +236,7 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
             vals = np.where(lost, np.nan, rtt).ravel()
             # minute rollups of this hour, through the product's own aggregation code
             mgroups = pair_idx * 60 + sec // 60
-            st = stats_from_values(vals, mgroups, P * 60)
+            st = stats_from_values(vals, mgroups, P * 60, late_half=(sec % 60) >= 30)
             sc = np.full(P * 60, 60, dtype=np.int64)
             fc = np.bincount(mgroups, weights=lost.ravel(), minlength=P * 60).astype(np.int64)
             hst = stats_from_values(vals, pair_idx, P)
@@ -231,7 +244,8 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
             # pair * 12 + minute // 5).
             fgroups = np.arange(P * 60) // 5
             fst = merge_stat_rows(fgroups, P * 12, st.count.astype(float), st.minimum,
-                                  st.maximum, st.total, st.total_sq, st.sketches)
+                                  st.maximum, st.total, st.total_sq, st.sketches, st.median,
+                                  st.mad)
             fsc = np.bincount(fgroups, weights=sc, minlength=P * 12).astype(np.int64)
             ffc = np.bincount(fgroups, weights=fc, minlength=P * 12).astype(np.int64)
             rows = []
@@ -244,7 +258,9 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
                     rows.append((org_id, 60, t0 + timedelta(minutes=m), src_u[p], dst_u[p],
                                  1024, int(sc[g]), int(fc[g]), computed, int(st.count[g]),
                                  float(st.minimum[g]), float(st.maximum[g]),
-                                 float(st.total[g]), float(st.total_sq[g]), st.sketches[g]))
+                                 float(st.total[g]), float(st.total_sq[g]), st.sketches[g],
+                                 _lv(st.median[g]), _lv(st.mad[g]),
+                                 [_lv(x) for x in st.half_medians[g]]))
                 if m % 5 == 4:
                     for p in range(P):
                         g = p * 12 + m // 5
@@ -252,13 +268,14 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
                                      dst_u[p], 1024, int(fsc[g]), int(ffc[g]), computed,
                                      int(fst.count[g]), float(fst.minimum[g]),
                                      float(fst.maximum[g]), float(fst.total[g]),
-                                     float(fst.total_sq[g]), fst.sketches[g]))
+                                     float(fst.total_sq[g]), fst.sketches[g],
+                                     _lv(fst.median[g]), _lv(fst.mad[g]), None))
             hfc = np.bincount(pair_idx, weights=lost.ravel(), minlength=P).astype(np.int64)
             for p in range(P):
                 rows.append((org_id, 3600, t0, src_u[p], dst_u[p], 1024, 3600, int(hfc[p]),
                              computed, int(hst.count[p]), float(hst.minimum[p]),
                              float(hst.maximum[p]), float(hst.total[p]), float(hst.total_sq[p]),
-                             hst.sketches[p]))
+                             hst.sketches[p], _lv(hst.median[p]), _lv(hst.mad[p]), None))
             day_hours.append((np.full(P, 3600), hfc, hst))
             if (t0 + timedelta(hours=1)).hour == 0 or h == hours - 1:
                 # the day's row merges its hours' sketches, as the rollup task does
@@ -270,7 +287,9 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
                     np.concatenate([d[2].maximum for d in day_hours]),
                     np.concatenate([d[2].total for d in day_hours]),
                     np.concatenate([d[2].total_sq for d in day_hours]),
-                    [b for d in day_hours for b in d[2].sketches])
+                    [b for d in day_hours for b in d[2].sketches],
+                    np.concatenate([d[2].median for d in day_hours]),
+                    np.concatenate([d[2].mad for d in day_hours]))
                 dsc = np.bincount(groups, weights=np.concatenate([d[0] for d in day_hours]),
                                   minlength=P).astype(np.int64)
                 dfc = np.bincount(groups, weights=np.concatenate([d[1] for d in day_hours]),
@@ -281,7 +300,8 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
                                  int(dfc[p]), computed, int(dst_.count[p]),
                                  float(dst_.minimum[p]), float(dst_.maximum[p]),
                                  float(dst_.total[p]), float(dst_.total_sq[p]),
-                                 dst_.sketches[p]))
+                                 dst_.sketches[p], _lv(dst_.median[p]), _lv(dst_.mad[p]),
+                                 None))
                 day_hours = []
             writer.put(f"COPY mesh_rollups ({ROLLUP_COLS}) FROM STDIN (FORMAT BINARY)", rows)
             stats["rollup_rows"] += len(rows)
@@ -301,6 +321,24 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
                        COPY_TRAILER]
                 writer.put("COPY mesh_samples FROM STDIN (FORMAT BINARY)", buf)
                 stats["raw_rows"] += times.size
+            if t0 >= end_hour - timedelta(hours=FAST_HOURS):
+                # The fast pair's other 9 rounds of each second (rollups keep its 1/s rows).
+                fp = fleet.fast_pair
+                k = np.tile(np.arange(1, FAST_RATE), 3600)
+                fsec = np.repeat(np.arange(3600), FAST_RATE - 1)
+                shift = 1_500.0 if h >= fleet.shift_hour[fp] else 0.0
+                frtt = np.exp(fleet.mu[fp] + fleet.sigma[fp] * rng.standard_normal(k.size))
+                frtt = np.maximum(np.round(frtt + shift), 1.0).astype(np.int32)
+                ftimes = (pg_ts(t0) + fsec.astype(np.int64) * 1_000_000
+                          + k.astype(np.int64) * (1_000_000 // FAST_RATE))
+                frounds = 10_000_000 + (h * 3600 + fsec) * FAST_RATE + k
+                n_f = ftimes.size
+                buf = [COPY_HEADER,
+                       raw_records(RAW_OK, ftimes, org_b, np.full(n_f, src_b[fp]),
+                                   np.full(n_f, dst_b[fp]), frounds.astype(np.int64), frtt, 0),
+                       COPY_TRAILER]
+                writer.put("COPY mesh_samples FROM STDIN (FORMAT BINARY)", buf)
+                stats["raw_rows"] += n_f
             if h % 12 == 0 or h == hours - 1:
                 log(f"generated hour {h + 1}/{hours}: {stats['rollup_rows']:,} rollup rows, "
                     f"{stats['raw_rows']:,} raw rows")
@@ -390,6 +428,8 @@ def run_queries(base_url: str, api_key: str, fleet: FleetModel, now: datetime) -
     ids = [str(a["id"]) for a in fleet.agents]
     results: dict[str, float] = {}
 
+    fast = (ids[fleet.src[fleet.fast_pair]], ids[fleet.dst[fleet.fast_pair]])
+
     def pair() -> tuple[str, str]:
         p = int(rng.choice(wan_pairs))
         return ids[fleet.src[p]], ids[fleet.dst[p]]
@@ -449,7 +489,36 @@ def run_queries(base_url: str, api_key: str, fleet: FleetModel, now: datetime) -
         "pair_csv_24h": lambda e: ("mesh/series.csv", {"start": iso(e - timedelta(hours=24)),
                                                        "end": iso(e), "src": None, "dst": None,
                                                        "window_s": 60}),
+        # A pair's week in seed 003's 30 s windows (20 160 levels from the minute rows'
+        # half-minute medians).
+        "pair_level_shifts_7d_30s": lambda e: ("mesh/level-shifts", {
+            "start": iso(e - timedelta(days=DAYS)), "end": iso(e), "src": None, "dst": None,
+            "window_s": 30}),
+        # Every cross-region pair of the fleet over a day, one series each (30 s windows from
+        # half-minute medians): 240 pairs x 2880 windows.
+        "fleet_level_shifts_24h": lambda e: ("mesh/level-shifts", {
+            "start": iso(e - timedelta(hours=24)), "end": iso(e), "window_s": 30,
+            "topology_class": "cross_region", "group_by": "pair"}),
+        # Exact statistics over ~2.1 M raw samples (576 pairs x 1 h at 1/s).
+        "raw_summary_2m": lambda e: ("mesh/summary", {
+            "start": iso(e - timedelta(hours=1)), "end": iso(e), "resolution": "raw",
+            "group_by": "topology_class"}),
+        # The Pair page over 6 hours of the 10 Hz pair: its requests one after the other
+        # (the browser sends them at once, so this is an upper bound on the page settling).
+        "pair_page_6h_10hz": lambda e: [
+            ("mesh/summary", {"start": iso(e - timedelta(hours=6)), "end": iso(e),
+                              "src": FAST, "dst": FAST}),
+            ("mesh/series", {"start": iso(e - timedelta(hours=6)), "end": iso(e),
+                             "src": FAST, "dst": FAST, "window_s": 30,
+                             "percentiles": "1,50,99,99.9,99.99"}),
+            ("mesh/level-shifts", {"start": iso(e - timedelta(hours=6)), "end": iso(e),
+                                   "src": FAST, "dst": FAST, "window_s": 30}),
+            ("mesh/distribution", {"start": iso(e - timedelta(hours=6)), "end": iso(e),
+                                   "src": FAST, "dst": FAST, "bucket_width": 100,
+                                   "tail_fraction": 0.05})],
     }
+    budgets_ms = {"heatmap_24h": 150, "pair_7d": 150, "raw_summary_2m": 3000,
+                  "pair_page_6h_10hz": 1000}
     with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
         only = [c for c in os.environ.get("BENCH_CASES", "").split(",") if c]
         for name, make in cases.items():
@@ -457,23 +526,28 @@ def run_queries(base_url: str, api_key: str, fleet: FleetModel, now: datetime) -
                 continue
             times: list[float] = []
             for i in range(RUNS + 3):
-                path, params = make(jitter())
+                made = make(jitter())
+                requests = made if isinstance(made, list) else [made]
                 s, d = pair()
-                if "src" in params:
-                    params["src"] = s
-                if "dst" in params:
-                    params["dst"] = d
                 t = time.perf_counter()
-                r = client.get(f"/api/v1/analytics/{path}", params=params)
+                for path, params in requests:
+                    for end, pick in (("src", s), ("dst", d)):
+                        if end in params:
+                            params[end] = (fast[0 if end == "src" else 1]
+                                           if params[end] is FAST else pick)
+                    r = client.get(f"/api/v1/analytics/{path}", params=params)
+                    if r.status_code != 200:
+                        raise SystemExit(f"{name}: {r.status_code} {r.text[:300]}")
                 dt = (time.perf_counter() - t) * 1000
-                if r.status_code != 200:
-                    raise SystemExit(f"{name}: {r.status_code} {r.text[:300]}")
                 if i >= 3:  # first requests warm the connection pool and caches
                     times.append(dt)
             res = r.json().get("source", {}) if "csv" not in name else {}
             results[name] = percentile(times, 95)
+            budget = budgets_ms.get(name)
+            verdict = "" if budget is None else (
+                f"  budget {budget} ms: {'ok' if results[name] <= budget else 'OVER'}")
             log(f"{name:24s} p50 {percentile(times, 50):7.1f} ms  p95 {results[name]:7.1f} ms"
-                f"  ({res.get('resolution', 'csv') if isinstance(res, dict) else ''})")
+                f"  ({res.get('resolution', 'csv') if isinstance(res, dict) else ''}){verdict}")
     return results
 
 
@@ -568,7 +642,13 @@ def main() -> None:
             f"{load_after[1]:.2f} {load_after[2]:.2f} on {os.cpu_count()} CPUs")
         log(f"bench took {time.perf_counter() - t_start:.0f} s")
         print(f"query: heatmap_24h p95 {res.get('heatmap_24h', float('nan')):.0f} ms, "
-              f"pair_7d p95 {res.get('pair_7d', float('nan')):.0f} ms", flush=True)
+              f"pair_7d p95 {res.get('pair_7d', float('nan')):.0f} ms, "
+              f"raw_summary_2m p95 {res.get('raw_summary_2m', float('nan')):.0f} ms, "
+              f"pair_page_6h_10hz p95 {res.get('pair_page_6h_10hz', float('nan')):.0f} ms, "
+              f"pair_level_shifts_7d_30s p95 "
+              f"{res.get('pair_level_shifts_7d_30s', float('nan')):.0f} ms, "
+              f"fleet_level_shifts_24h p95 {res.get('fleet_level_shifts_24h', float('nan')):.0f} "
+              "ms", flush=True)
     finally:
         if api is not None and api.poll() is None:
             os.killpg(api.pid, signal.SIGTERM)

@@ -1,17 +1,18 @@
-// Package metrics keeps the agent's self-metrics and serves them in the Prometheus text
-// exposition format at /metrics.
+// Package metrics keeps the agent's self-metrics and serves them at /metrics with the
+// Prometheus Go client (client_golang), with the Go runtime and process metrics beside them.
 package metrics
 
 import (
-	"bufio"
-	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 )
 
 // Kind is a sample section of docs/api.md.
@@ -113,72 +114,110 @@ func (a *Agent) SetConfigVersion(v string) {
 	a.configAt = time.Now()
 }
 
-func label(v string) string {
-	r := strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
-	return r.Replace(v)
-}
+// collector turns the agent's counters into Prometheus metrics when scraped, so the hot
+// paths keep bumping plain atomics and pay nothing for the exposition.
+type collector struct{ a *Agent }
 
-// WriteText writes every metric in the Prometheus text format.
-func (a *Agent) WriteText(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	counters := []struct {
-		name, help string
-		get        func(Kind) uint64
+var (
+	kindCounters = []struct {
+		desc *prometheus.Desc
+		get  func(a *Agent, k Kind) uint64
 	}{
-		{"stormwatch_agent_samples_measured_total", "Samples recorded by the probes.", a.MeasuredCount},
-		{"stormwatch_agent_samples_shipped_total", "Samples accepted by the API.", func(k Kind) uint64 { return a.Shipped[k].Load() }},
-		{"stormwatch_agent_samples_spooled_total", "Samples written to the on-disk spool.", func(k Kind) uint64 { return a.Spooled[k].Load() }},
-		{"stormwatch_agent_samples_dropped_total", "Samples lost because the spool was full or the API rejected the batch.", func(k Kind) uint64 { return a.Dropped[k].Load() }},
+		{prometheus.NewDesc("stormwatch_agent_samples_measured_total", "Samples recorded by the probes.", []string{"kind"}, nil),
+			func(a *Agent, k Kind) uint64 { return a.MeasuredCount(k) }},
+		{prometheus.NewDesc("stormwatch_agent_samples_shipped_total", "Samples accepted by the API.", []string{"kind"}, nil),
+			func(a *Agent, k Kind) uint64 { return a.Shipped[k].Load() }},
+		{prometheus.NewDesc("stormwatch_agent_samples_spooled_total", "Samples written to the on-disk spool.", []string{"kind"}, nil),
+			func(a *Agent, k Kind) uint64 { return a.Spooled[k].Load() }},
+		{prometheus.NewDesc("stormwatch_agent_samples_dropped_total", "Samples lost because the spool was full or the API rejected the batch.", []string{"kind"}, nil),
+			func(a *Agent, k Kind) uint64 { return a.Dropped[k].Load() }},
 	}
-	for _, c := range counters {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s counter\n", c.name, c.help, c.name)
+	simple = []struct {
+		desc *prometheus.Desc
+		typ  prometheus.ValueType
+		get  func(a *Agent) float64
+	}{
+		{prometheus.NewDesc("stormwatch_agent_batches_sent_total", "Batches accepted by the API.", nil, nil), prometheus.CounterValue,
+			func(a *Agent) float64 { return float64(a.BatchesSent.Load()) }},
+		{prometheus.NewDesc("stormwatch_agent_batches_duplicate_total", "Batches the API had already stored (a retry after a lost answer).", nil, nil), prometheus.CounterValue,
+			func(a *Agent) float64 { return float64(a.BatchesDuplicate.Load()) }},
+		{prometheus.NewDesc("stormwatch_agent_batches_rejected_total", "Batches the API refused for good (4xx).", nil, nil), prometheus.CounterValue,
+			func(a *Agent) float64 { return float64(a.BatchesRejected.Load()) }},
+		{prometheus.NewDesc("stormwatch_agent_send_failures_total", "Failed attempts to send a batch.", nil, nil), prometheus.CounterValue,
+			func(a *Agent) float64 { return float64(a.SendFailures.Load()) }},
+		{prometheus.NewDesc("stormwatch_agent_spool_bytes", "Bytes in the on-disk spool.", nil, nil), prometheus.GaugeValue,
+			func(a *Agent) float64 { return float64(a.SpoolBytes.Load()) }},
+		{prometheus.NewDesc("stormwatch_agent_spool_batches", "Batches in the on-disk spool.", nil, nil), prometheus.GaugeValue,
+			func(a *Agent) float64 { return float64(a.SpoolFiles.Load()) }},
+		{prometheus.NewDesc("stormwatch_agent_uptime_seconds", "Seconds since the agent started.", nil, nil), prometheus.GaugeValue,
+			func(a *Agent) float64 { return time.Since(a.start).Seconds() }},
+	}
+	lastErrorDesc   = prometheus.NewDesc("stormwatch_agent_last_error_info", "The latest error, 1 when there was one.", []string{"error"}, nil)
+	lastErrorAtDesc = prometheus.NewDesc("stormwatch_agent_last_error_timestamp_seconds", "When the latest error happened.", nil, nil)
+	configDesc      = prometheus.NewDesc("stormwatch_agent_config_info", "The server config version in use.", []string{"version"}, nil)
+	configAtDesc    = prometheus.NewDesc("stormwatch_agent_config_timestamp_seconds", "When that config version was applied.", nil, nil)
+	buildDesc       = prometheus.NewDesc("stormwatch_agent_build_info", "The agent build.", []string{"version"}, nil)
+)
+
+// Describe sends nothing: gauges added with AddGauge are named at run time, which makes
+// this an unchecked collector (allowed by client_golang's registry).
+func (c collector) Describe(chan<- *prometheus.Desc) {}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	a := c.a
+	for _, kc := range kindCounters {
 		for k := Kind(0); k < NumKinds; k++ {
-			fmt.Fprintf(bw, "%s{kind=%q} %d\n", c.name, k.String(), c.get(k))
+			ch <- prometheus.MustNewConstMetric(kc.desc, prometheus.CounterValue, float64(kc.get(a, k)), k.String())
 		}
 	}
-	simple := []struct {
-		name, help, typ string
-		v               float64
-	}{
-		{"stormwatch_agent_batches_sent_total", "Batches accepted by the API.", "counter", float64(a.BatchesSent.Load())},
-		{"stormwatch_agent_batches_duplicate_total", "Batches the API had already stored (a retry after a lost answer).", "counter", float64(a.BatchesDuplicate.Load())},
-		{"stormwatch_agent_batches_rejected_total", "Batches the API refused for good (4xx).", "counter", float64(a.BatchesRejected.Load())},
-		{"stormwatch_agent_send_failures_total", "Failed attempts to send a batch.", "counter", float64(a.SendFailures.Load())},
-		{"stormwatch_agent_spool_bytes", "Bytes in the on-disk spool.", "gauge", float64(a.SpoolBytes.Load())},
-		{"stormwatch_agent_spool_batches", "Batches in the on-disk spool.", "gauge", float64(a.SpoolFiles.Load())},
-		{"stormwatch_agent_uptime_seconds", "Seconds since the agent started.", "gauge", time.Since(a.start).Seconds()},
-	}
 	for _, s := range simple {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n%s %s\n", s.name, s.help, s.name, s.typ, s.name, strconv.FormatFloat(s.v, 'f', -1, 64))
+		ch <- prometheus.MustNewConstMetric(s.desc, s.typ, s.get(a))
 	}
 	a.mu.Lock()
 	gauges := append([]gauge(nil), a.gauges...)
 	lastErr, lastErrAt, cv, cvAt, ver := a.lastErr, a.lastErrAt, a.configVersion, a.configAt, a.version
 	a.mu.Unlock()
 	for _, g := range gauges {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s gauge\n%s %s\n", g.name, g.help, g.name, g.name, strconv.FormatFloat(g.f(), 'f', -1, 64))
+		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(g.name, g.help, nil, nil), prometheus.GaugeValue, g.f())
 	}
-	fmt.Fprintf(bw, "# HELP stormwatch_agent_last_error_info The latest error, 1 when there was one.\n# TYPE stormwatch_agent_last_error_info gauge\n")
 	if lastErr != "" {
-		fmt.Fprintf(bw, "stormwatch_agent_last_error_info{error=\"%s\"} 1\n", label(lastErr))
-		fmt.Fprintf(bw, "# HELP stormwatch_agent_last_error_timestamp_seconds When the latest error happened.\n# TYPE stormwatch_agent_last_error_timestamp_seconds gauge\nstormwatch_agent_last_error_timestamp_seconds %d\n", lastErrAt.Unix())
+		ch <- prometheus.MustNewConstMetric(lastErrorDesc, prometheus.GaugeValue, 1, lastErr)
+		ch <- prometheus.MustNewConstMetric(lastErrorAtDesc, prometheus.GaugeValue, float64(lastErrAt.Unix()))
 	}
-	fmt.Fprintf(bw, "# HELP stormwatch_agent_config_info The server config version in use.\n# TYPE stormwatch_agent_config_info gauge\n")
 	if cv != "" {
-		fmt.Fprintf(bw, "stormwatch_agent_config_info{version=\"%s\"} 1\n", label(cv))
-		fmt.Fprintf(bw, "# HELP stormwatch_agent_config_timestamp_seconds When that config version was applied.\n# TYPE stormwatch_agent_config_timestamp_seconds gauge\nstormwatch_agent_config_timestamp_seconds %d\n", cvAt.Unix())
+		ch <- prometheus.MustNewConstMetric(configDesc, prometheus.GaugeValue, 1, cv)
+		ch <- prometheus.MustNewConstMetric(configAtDesc, prometheus.GaugeValue, float64(cvAt.Unix()))
 	}
-	fmt.Fprintf(bw, "# HELP stormwatch_agent_build_info The agent build.\n# TYPE stormwatch_agent_build_info gauge\nstormwatch_agent_build_info{version=\"%s\"} 1\n", label(ver))
-	return bw.Flush()
+	ch <- prometheus.MustNewConstMetric(buildDesc, prometheus.GaugeValue, 1, ver)
+}
+
+// Registry holds the agent's metrics and the Go runtime and process collectors.
+func (a *Agent) Registry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector{a}, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// WriteText writes every metric in the Prometheus text format.
+func (a *Agent) WriteText(w io.Writer) error {
+	families, err := a.Registry().Gather()
+	if err != nil {
+		return err
+	}
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, f := range families {
+		if err := enc.Encode(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Handler serves /metrics.
 func (a *Agent) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_ = a.WriteText(w)
-	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.Registry(), promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	return mux
 }

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal, Protocol, TypeVar
 
-from fastapi import Depends, HTTPException, Request, status
+from fastapi import Depends, HTTPException, Request, params, status
+from fastapi.dependencies.utils import get_flat_params
+from fastapi.routing import APIRoute
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -129,6 +131,15 @@ async def get_admin_principal(principal: PrincipalDep) -> Principal:
     return principal
 
 
+async def get_admin_user_principal(principal: PrincipalDep) -> Principal:
+    """An admin in person: who may grant access (API keys, users) to others."""
+    if principal.kind != "user":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this action needs a logged-in user")
+    if principal.role != "admin":
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "this action needs the admin role")
+    return principal
+
+
 async def get_user_principal(principal: PrincipalDep) -> Principal:
     if principal.kind != "user":
         raise HTTPException(status.HTTP_403_FORBIDDEN, "this action needs a logged-in user")
@@ -144,6 +155,7 @@ async def get_agent(principal: PrincipalDep) -> Agent:
 OrgPrincipalDep = Annotated[Principal, Depends(get_org_principal)]
 UserPrincipalDep = Annotated[Principal, Depends(get_user_principal)]
 AdminDep = Annotated[Principal, Depends(get_admin_principal)]
+AdminUserDep = Annotated[Principal, Depends(get_admin_user_principal)]
 AgentDep = Annotated[Agent, Depends(get_agent)]
 
 
@@ -162,3 +174,29 @@ async def get_owned(session: AsyncSession, model: type[OwnedT], row_id: uuid.UUI
     if row is None or row.org_id != principal.org_id:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no such {what}")
     return row
+
+
+_declared_query: dict[int, frozenset[str]] = {}
+
+
+def _query_names(route: APIRoute) -> frozenset[str]:
+    names = _declared_query.get(id(route))
+    if names is None:
+        names = frozenset(f.alias for f in get_flat_params(route.dependant)
+                          if isinstance(f.field_info, params.Query))
+        _declared_query[id(route)] = names
+    return names
+
+
+async def reject_unknown_query(request: Request) -> None:
+    """A query parameter the route does not declare is a 422 naming it: a misspelt or
+    unsupported option silently ignored would answer a different question than was asked."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not request.query_params:
+        return
+    declared = _query_names(route)
+    unknown = [k for k in dict.fromkeys(request.query_params.keys()) if k not in declared]
+    if unknown:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
+            {"loc": ["query", k], "msg": "unknown query parameter", "type": "extra_forbidden"}
+            for k in unknown])

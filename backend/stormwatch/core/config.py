@@ -44,6 +44,11 @@ class Settings(BaseSettings):
     # A claimed delivery not marked within this is taken as lost with its worker and resumed.
     notify_lease_s: float = Field(default=120.0, gt=0)
 
+    # GET /metrics on the API wants `Authorization: Bearer <metrics_token>`; unset, it is off.
+    metrics_token: str | None = Field(default=None, min_length=16)
+    # The worker serves its metrics on its own port, off the API's; 0 turns it off.
+    worker_metrics_host: str = "127.0.0.1"
+    worker_metrics_port: int = 9541
     frontend_dist: Path = REPO_ROOT / "frontend" / "dist"
 
     @property

@@ -1,5 +1,7 @@
 """Runs the whole product locally without Docker: PostgreSQL, Redis, migrations, the API
-(serving the built UI), Celery worker and beat, and optionally a demo fleet of agents.
+(serving the built UI), Celery worker and beat, and optionally the demo fleet
+(stormwatch.devtools.demo: twelve agents in emulated regions behind a WAN emulator, and
+three storage emulators as targets).
 
 `make run` calls it with a persistent data directory under the checkout; tests call it
 with a temporary one. It prints one JSON line on stdout when everything answers, stays in
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from stormwatch.devtools.bootstrap import ensure_demo_org, org_exists
+from stormwatch.devtools.demo import FAST, DemoFleet, Schedule
 from stormwatch.devtools.services import (
     PostgresServer,
     RedisServer,
@@ -43,12 +46,13 @@ def log(msg: str) -> None:
 
 
 class Stack:
-    def __init__(self, data_dir: Path, port: int, with_worker: bool, demo_agents: int,
-                 persistent: bool) -> None:
+    def __init__(self, data_dir: Path, port: int, with_worker: bool,
+                 demo: Schedule | None, persistent: bool) -> None:
         self.data_dir = data_dir
         self.port = port
         self.with_worker = with_worker
-        self.demo_agents = demo_agents
+        self.demo = demo
+        self.fleet: DemoFleet | None = None
         self.persistent = persistent
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.pg: PostgresServer | None = None
@@ -119,9 +123,13 @@ class Stack:
                                  "--loglevel", "WARNING", "--schedule",
                                  str(self.data_dir / "celerybeat-schedule")])
         url = f"http://127.0.0.1:{self.port}"
-        if self.demo_agents:
-            self._start_agents(url, demo["enrollment_token"])
-        return {"url": url, "email": demo["email"], "password": demo["password"],
+        extra: dict[str, Any] = {}
+        if self.demo is not None:
+            self.fleet = DemoFleet(self.data_dir, self.state, self._save_state, self._spawn,
+                                   self.demo)
+            extra["demo"] = self.fleet.start(url, demo["api_key"], demo["enrollment_token"],
+                                             self.env, free_port)
+        return {**extra, "url": url, "email": demo["email"], "password": demo["password"],
                 "enrollment_token": demo["enrollment_token"], "api_key": demo["api_key"],
                 "org_id": demo["org_id"], "database_url": database_url, "redis_url": redis_url}
 
@@ -131,31 +139,6 @@ class Stack:
         proc = subprocess.Popen(args, env=env or self.env, cwd=REPO, stdin=subprocess.DEVNULL,
                                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append((name, proc))
-
-    def _start_agents(self, api_url: str, enrollment_token: str) -> None:
-        binary = REPO / "agents" / "bin" / "stormwatch-agent"
-        if not binary.exists():
-            log("agent binary missing (agents/bin/stormwatch-agent): no demo fleet")
-            return
-        for i in range(self.demo_agents):
-            name = f"demo-{i + 1}"
-            state = self.data_dir / "agents" / name
-            state.mkdir(parents=True, exist_ok=True)
-            port_key = f"agent_port_{i}"
-            self.state.setdefault(port_key, free_port())
-            self.state.setdefault(f"agent_metrics_port_{i}", free_port())
-            self._save_state()
-            env = {**self.env, "STORMWATCH_API_URL": api_url,
-                   "STORMWATCH_ENROLLMENT_TOKEN": enrollment_token}
-            args = [str(binary), "run", "--api-url", api_url, "--name", name,
-                    "--state-dir", str(state),
-                    "--mesh-listen", f"127.0.0.1:{self.state[port_key]}",
-                    "--mesh-advertise", f"127.0.0.1:{self.state[port_key]}",
-                    "--metadata-detect", "false",
-                    "--metrics-listen", f"127.0.0.1:{self.state[f'agent_metrics_port_{i}']}",
-                    "--provider", "local", "--region", "loopback",
-                    "--zone", f"loopback-{'abc'[i % 3]}"]
-            self._spawn(f"agent-{name}", args, env)
 
     def check(self) -> str | None:
         for name, proc in self.procs:
@@ -177,6 +160,8 @@ class Stack:
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         self.procs.clear()
+        if self.fleet:
+            self.fleet.stop()
         if self.redis:
             self.redis.stop()
         if self.pg:
@@ -203,14 +188,18 @@ def main() -> int:
     p.add_argument("--data-dir", type=Path, help="kept between runs; a temp dir if omitted")
     p.add_argument("--port", type=int, default=0, help="API port (0: a free one)")
     p.add_argument("--with-worker", action="store_true", help="start Celery worker and beat")
-    p.add_argument("--demo-agents", type=int, default=0, help="local agents meshing on loopback")
+    p.add_argument("--demo", action="store_true",
+                   help="the demo fleet: agents in emulated regions, storage emulators")
+    p.add_argument("--demo-fast", action="store_true",
+                   help="the demo on a test's schedule (steps after a minute, storage every 20 s)")
     p.add_argument("--human", action="store_true", help="print a banner instead of JSON")
     args = p.parse_args()
 
     persistent = args.data_dir is not None
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="stormwatch-stack-"))
-    stack = Stack(data_dir.resolve(), args.port or free_port(), args.with_worker,
-                  args.demo_agents, persistent)
+    schedule = FAST if args.demo_fast else Schedule() if args.demo else None
+    stack = Stack(data_dir.resolve(), args.port or free_port(), args.with_worker, schedule,
+                  persistent)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -1,7 +1,9 @@
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
+
+from stormwatch.schemas.types import IsoDatetime
 
 
 class ApiKeyCreate(BaseModel):
@@ -25,7 +27,7 @@ class ApiKeyCreated(ApiKeyPublic):
 
 class EnrollmentTokenCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200)
-    expires_at: datetime | None = None
+    expires_at: IsoDatetime | None = None
 
 
 class EnrollmentTokenPublic(BaseModel):
@@ -59,7 +61,7 @@ class UserPublic(BaseModel):
 
 
 class MeshSettings(BaseModel):
-    enabled: bool = True
+    enabled: StrictBool = True
     rate_hz: float = Field(default=10, gt=0, le=1000)
     payload_bytes: int = Field(default=1024, ge=16, le=1024 * 1024)
     timeout_ms: int = Field(default=1000, ge=1, le=60_000)

@@ -26,7 +26,10 @@ class SummaryStats(BaseModel):
     cov: float | None = Field(description="std / mean")
     min: float | None
     max: float | None
-    percentiles: dict[str, float | None] = Field(description="p5 ... p99_999 keyed p<pct>")
+    percentiles: dict[str, float | None] = Field(
+        description="p5 ... p99_999 keyed p<pct>: the sample of rank floor(p/100 (count - 1))")
+    beyond: dict[str, int] = Field(
+        default_factory=dict, description="samples above each percentile (its support)")
     p99_99_over_mean: float | None
     max_over_mean: float | None
     exact: bool
@@ -54,6 +57,8 @@ class Window(BaseModel):
     std: float | None
     min: float | None
     max: float | None
+    beyond: dict[str, int] = Field(
+        default_factory=dict, description="samples above each percentile of the window")
 
 
 class SeriesGroup(BaseModel):
@@ -119,6 +124,8 @@ class HeatmapCell(BaseModel):
     value: float | None
     count: int
     samples: int
+    beyond: int | None = Field(
+        default=None, description="for a percentile stat: samples above it in the cell")
 
 
 class HeatmapResponse(BaseModel):
@@ -132,11 +139,14 @@ class HeatmapResponse(BaseModel):
 
 
 class LevelShift(BaseModel):
-    time: datetime
+    time: datetime = Field(description="start of the first window at the new level")
     window_index: int
-    step: float
-    level_before: float
-    level_after: float
+    step: float = Field(description="size of the jump: level after minus level before")
+    direction: Literal["up", "down"]
+    level_before: float = Field(description="local trend just before the shift")
+    level_after: float = Field(description="local trend just after the shift")
+    z: float = Field(description="step in standard errors of the jump estimate")
+    confidence: float = Field(description="1 - the Bonferroni-corrected two-sided p-value")
 
 
 class Segment(BaseModel):
@@ -151,11 +161,23 @@ class WindowMedian(BaseModel):
     p50: float | None
 
 
+class GroupShifts(BaseModel):
+    group: Any
+    noise: float
+    cycles_removed_s: list[float]
+    shifts: list[LevelShift]
+
+
 class LevelShiftResponse(BaseModel):
     source: SourceInfo
     kind: str
     window_s: int
+    group_by: str = "all"
+    groups: list[GroupShifts] | None = Field(
+        default=None, description="with group_by other than all: each group's shifts")
     noise: float = Field(description="robust noise sigma of the windowed medians")
+    cycles_removed_s: list[float] = Field(
+        default_factory=list, description="periods modelled as cycles before step detection")
     shifts: list[LevelShift]
     segments: list[Segment]
     medians: list[WindowMedian]
@@ -191,6 +213,8 @@ class Period(BaseModel):
     period_s: float
     variance_share: float = Field(description="share of the detrended variance at this period")
     amplitude: float = Field(description="amplitude of the sinusoid at this period")
+    false_alarm_probability: float = Field(
+        description="probability that noise alone gives a peak this strong")
 
 
 class ProfilePoint(BaseModel):
@@ -202,7 +226,9 @@ class CyclesResponse(BaseModel):
     source: SourceInfo
     kind: str
     window_s: int
-    periods: list[Period] = Field(description="strongest periods first")
+    significant: bool = Field(description="whether any period passed the significance test")
+    false_alarm_threshold: float
+    periods: list[Period] = Field(description="significant periods, strongest first")
     profile: list[ProfilePoint] = Field(description="mean profile over the strongest period")
 
 
@@ -223,16 +249,27 @@ class AsymmetryResponse(BaseModel):
     pairs: list[AsymmetryPair] = Field(description="largest ratio first")
 
 
-class Detour(BaseModel):
+class DetourAlternative(BaseModel):
     src: str
     dst: str
-    via: str
-    direct_us: float = Field(description="p50 RTT src -> dst")
-    via_us: float = Field(description="p50 RTT src -> via plus via -> dst")
+    src_provider: str
+    dst_provider: str
+
+
+class Detour(BaseModel):
+    src: str = Field(description="source region (or zone)")
+    dst: str
+    via: str = Field(description="the middle region whose route matches the direct RTT")
+    src_provider: str
+    dst_provider: str
+    direct_us: float = Field(description="p50 RTT of this path")
+    via_us: float = Field(description="best p50 RTT src -> via plus via -> dst")
+    legs_us: list[float] = Field(description="the two legs of via_us")
     via_ratio: float = Field(description="via_us / direct_us")
-    peer_median_us: float | None = Field(description="median p50 RTT from src to its other "
-                                         "destinations")
-    excess: float | None = Field(description="direct_us / peer_median_us")
+    best_alternative_us: float = Field(
+        description="best p50 RTT of another path between the same two places")
+    alternative: DetourAlternative
+    excess: float = Field(description="direct_us / best_alternative_us")
 
 
 class DetoursResponse(BaseModel):

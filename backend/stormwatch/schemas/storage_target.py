@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StrictBool, model_validator
 
 # Seed 000 §3: binary 1 kB–10 MB, base64 text 1 kB–50 MB.
 DEFAULT_BINARY_SIZES = [1 << 10, 10 << 10, 100 << 10, 1 << 20, 10 << 20]
@@ -33,7 +33,7 @@ class Sizes(BaseModel):
 class Gzip9(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
+    enabled: StrictBool = False
     contents: list[Content] = Field(default_factory=_text_only, min_length=1)
     sizes_bytes: Sizes | None = None
 
@@ -41,7 +41,7 @@ class Gzip9(BaseModel):
 class Replication(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
+    enabled: StrictBool = False
     copies: int = Field(default=3, ge=1, le=16)
     sizes_bytes: list[Size] | None = Field(default=None, max_length=20)
 
@@ -49,9 +49,9 @@ class Replication(BaseModel):
 class Consistency(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
-    read_after_write: bool = True
-    list_after_write: bool = True
+    enabled: StrictBool = False
+    read_after_write: StrictBool = True
+    list_after_write: StrictBool = True
     size_bytes: int = Field(default=1 << 10, ge=64, le=1 << 30)
     poll_interval_ms: int = Field(default=10, ge=1, le=60_000)
     max_wait_ms: int = Field(default=30_000, ge=1, le=600_000)
@@ -60,7 +60,7 @@ class Consistency(BaseModel):
 class Concurrency(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    enabled: bool = False
+    enabled: StrictBool = False
     levels: list[Annotated[int, Field(ge=1, le=256)]] = Field(
         default_factory=lambda: [1, 2, 4, 8, 16, 32], min_length=1, max_length=16)
     size_bytes: Size = 10 << 20
@@ -134,14 +134,14 @@ class StorageTargetBase(BaseModel):
     region: str = Field(default="", max_length=100)
     prefix: str = Field(default="stormwatch-probe/", min_length=1, max_length=400,
                         description="Every probe object lives under <prefix><agent_id>/")
-    path_style: bool = False
+    path_style: StrictBool = False
     interval_s: int = Field(default=600, ge=10, le=86400)
     op_timeout_ms: int = Field(default=120_000, ge=100, le=600_000)
     contents: list[Content] = Field(default_factory=_both_contents, min_length=1)
     sizes_bytes: Sizes = Field(default_factory=Sizes)
     variants: Variants = Field(default_factory=Variants)
-    enabled: bool = True
-    assign_all: bool = Field(default=False, description="Probe from every agent of the org")
+    enabled: StrictBool = True
+    assign_all: StrictBool = Field(default=False, description="Probe from every agent of the org")
     agent_ids: list[uuid.UUID] = Field(default_factory=list, max_length=1000)
 
 
@@ -168,14 +168,14 @@ class StorageTargetUpdate(BaseModel):
                                  pattern=r"^(https?://[^\s/]+(/\S*)?)?$")
     region: str | None = Field(default=None, max_length=100)
     prefix: str | None = Field(default=None, min_length=1, max_length=400)
-    path_style: bool | None = None
+    path_style: StrictBool | None = None
     interval_s: int | None = Field(default=None, ge=10, le=86400)
     op_timeout_ms: int | None = Field(default=None, ge=100, le=600_000)
     contents: list[Content] | None = Field(default=None, min_length=1)
     sizes_bytes: Sizes | None = None
     variants: Variants | None = None
-    enabled: bool | None = None
-    assign_all: bool | None = None
+    enabled: StrictBool | None = None
+    assign_all: StrictBool | None = None
     agent_ids: list[uuid.UUID] | None = Field(default=None, max_length=1000)
     credentials: Credentials | None = None
 
@@ -198,7 +198,7 @@ class CredentialsPublic(BaseModel):
     source: str
     path: str | None = None
     env_vars: dict[str, str] = Field(default_factory=dict)
-    has_secret: bool = False
+    has_secret: StrictBool = False
     account_name: str | None = None
 
 

@@ -8,6 +8,7 @@ at all.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,27 @@ ERROR_CLASSES = {"timeout", "auth", "not_found", "throttled", "server_error", "n
 PROTOS = {"tcp", "udp"}
 DIRECTIONS = {"send", "receive"}
 SECTIONS = ("mesh", "quorum", "storage", "throughput")
+# Every column a section may hold (docs/api.md); anything else is refused, never ignored.
+COLUMNS = {
+    "mesh": frozenset({"peers", "time_us", "peer_idx", "round", "payload_bytes", "rtt_us",
+                       "status"}),
+    "quorum": frozenset({"groups", "time_us", "group_idx", "round", "k", "n", "latency_us",
+                         "status"}),
+    "storage": frozenset({"targets", "time_us", "target_idx", "op", "variant", "content",
+                          "size_bytes", "stored_bytes", "copies", "concurrency", "attempt",
+                          "latency_us", "ttfb_us", "rtt_us", "bytes_per_s", "status",
+                          "error_class"}),
+    "throughput": frozenset({"peers", "time_us", "peer_idx", "proto", "experiment_id",
+                             "direction", "bytes_per_s", "loss_ratio", "jitter_us"}),
+}
+TOP_LEVEL = frozenset({"batch_id", "agent_id", *SECTIONS})
+# C0 and C1 controls, DEL and lone UTF-16 surrogates: PostgreSQL text refuses NUL and
+# surrogates, and none of them belongs in a name shown in the UI.
+BAD_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+DOUBLE_MAX = 1.7976931348623157e308
+_INT_TYPES: frozenset[type] = frozenset({int})
+_NUMBER_TYPES: frozenset[type] = frozenset({int, float})
+_NONE = type(None)
 # Columns are validated as float64: integers beyond 2**53 would silently lose precision.
 MAX_EXACT_INT = 2**53 - 1
 
@@ -57,20 +79,50 @@ class NonFinite:
 
 
 def decode_json(body: bytes) -> Any:
-    """Parses a batch body; raises BatchError on JSON that cannot be parsed at all."""
+    """Parses a batch body; raises BatchError on JSON that cannot be parsed at all, and on a
+    non-finite number or a string holding a lone surrogate anywhere, at its path."""
     try:
         return orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         error: Exception = exc
-    # orjson stops at NaN, Infinity and numbers overflowing a double; the stdlib parser
-    # takes them, so only such bodies pay for a second, slower parse, and validation then
-    # names the field holding the non-finite value.
-    if b"NaN" in body or b"Infinity" in body or "infinity" in str(error):
-        try:
-            return json.loads(body, parse_constant=NonFinite)
-        except (ValueError, RecursionError) as exc:
-            error = exc
+    # orjson stops at NaN, Infinity, numbers overflowing a double and lone surrogates; the
+    # stdlib parser takes them, so only refused bodies pay for a second, slower parse, which
+    # finds where the offending value sits.
+    try:
+        decoded = json.loads(body, parse_constant=NonFinite)
+    except (ValueError, RecursionError) as exc:
+        if b"NaN" in body or b"Infinity" in body:
+            error = exc  # orjson stopped at the constant; the stdlib points at the real fault
+        raise BatchError([], f"not valid JSON: {error}", "json_invalid") from None
+    _refuse_non_finite(decoded, [])
     raise BatchError([], f"not valid JSON: {error}", "json_invalid")
+
+
+def _refuse_non_finite(value: Any, loc: list[str | int]) -> None:
+    """Raises at the first NaN/Infinity, number beyond a double or lone surrogate in value."""
+    if isinstance(value, NonFinite):
+        raise BatchError(loc, f"must be a finite number, not {value.token}", "finite_number")
+    if (type(value) is float and not np.isfinite(value)) or (
+            type(value) is int and abs(value) > DOUBLE_MAX):
+        raise BatchError(loc, "must be a finite number, not one overflowing a double",
+                         "finite_number")
+    if isinstance(value, str):
+        _refuse_surrogates(value, loc)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _refuse_surrogates(k, [*loc, k])
+            _refuse_non_finite(v, [*loc, k])
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _refuse_non_finite(v, [*loc, i])
+
+
+def _refuse_surrogates(text: str, loc: list[str | int]) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BatchError(loc, "must be valid Unicode text, not a lone UTF-16 surrogate",
+                         "string_unicode") from None
 
 
 @dataclass
@@ -132,10 +184,18 @@ def _first_bad(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
+def _json_type(v: Any) -> str:
+    return {bool: "a boolean", str: "a string", list: "an array", dict: "an object",
+            float: "a number"}.get(type(v), type(v).__name__)
+
+
 class _Section:
     def __init__(self, name: str, body: Any) -> None:
         if not isinstance(body, dict):
             raise BatchError([name], "must be an object of equal-length arrays", "dict_type")
+        unknown = set(body) - COLUMNS[name]
+        if unknown:
+            raise BatchError([name, sorted(unknown)[0]], "unknown field", "extra_forbidden")
         self.name = name
         self.body = body
         self.n: int | None = None
@@ -171,20 +231,20 @@ class _Section:
         values = self._list(col, required=required)
         if values is None:
             return None
+        # One JSON type per column: numpy would turn "300", true or 1.5 into numbers, so the
+        # element types are checked first (a C-level pass, cheaper than the conversion).
+        allowed = _INT_TYPES if integer else _NUMBER_TYPES
+        types = set(map(type, values))
+        if not types <= allowed and not (nullable and types <= allowed | {_NONE}):
+            self._bad_type(col, values, allowed, nullable, integer)
         try:
             arr = np.asarray(values, dtype=np.float64)
-        except (TypeError, ValueError, OverflowError):
+        except OverflowError:
             for i, v in enumerate(values):
-                if isinstance(v, NonFinite):
-                    raise BatchError([self.name, col, i],
-                                     f"must be a finite number, not {v.token}",
-                                     "finite_number") from None
-                if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
-                    raise BatchError([self.name, col, i], "must be a number",
-                                     "number_type") from None
-                if isinstance(v, int) and abs(v) > 2**64:
-                    raise BatchError([self.name, col, i], "is out of range") from None
-            raise BatchError([self.name, col], "must be an array of numbers") from None
+                if v is not None and abs(v) > DOUBLE_MAX:
+                    raise BatchError([self.name, col, i], "must be a finite number, not one "
+                                     "overflowing a double", "finite_number") from None
+            raise
         if arr.ndim != 1:
             raise BatchError([self.name, col], "must be a flat array of numbers")
         nulls = np.isnan(arr)  # JSON has no NaN, so NaN here means null
@@ -192,7 +252,9 @@ class _Section:
             raise BatchError([self.name, col, _first_bad(nulls)], "must not be null")
         valid = ~nulls
         if np.isinf(arr).any():
-            raise BatchError([self.name, col, _first_bad(np.isinf(arr))], "must be finite")
+            raise BatchError([self.name, col, _first_bad(np.isinf(arr))],
+                             "must be a finite number, not one overflowing a double",
+                             "finite_number")
         if integer:
             frac = valid & (arr != np.floor(np.where(valid, arr, 0)))
             if frac.any():
@@ -206,6 +268,27 @@ class _Section:
             if bad.any():
                 raise BatchError([self.name, col, _first_bad(bad)], f"must be <= {hi:g}")
         return arr
+
+    def _bad_type(self, col: str, values: list[Any], allowed: frozenset[type], nullable: bool,
+                  integer: bool) -> None:
+        """Raises at the first element whose JSON type the column does not take."""
+        for i, v in enumerate(values):
+            if type(v) in allowed:
+                continue
+            loc: list[str | int] = [self.name, col, i]
+            if v is None:
+                if nullable:
+                    continue
+                raise BatchError(loc, "must not be null", "missing")
+            if isinstance(v, NonFinite):
+                raise BatchError(loc, f"must be a finite number, not {v.token}", "finite_number")
+            if integer and type(v) is float:
+                raise BatchError(loc, "must be an integer, not a number with a fraction or "
+                                 "an exponent", "int_type")
+            what = "an integer" if integer else "a number"
+            raise BatchError(loc, f"must be {what}, not {_json_type(v)}",
+                             "int_type" if integer else "number_type")
+        raise AssertionError("no element of a bad type")  # pragma: no cover
 
     def strings(self, col: str, allowed: set[str] | None = None, nullable: bool = False,
                 max_len: int = 100) -> list[Any]:
@@ -277,6 +360,23 @@ class _Section:
         return arr
 
 
+def _refuse_repeats(section: str, key: np.ndarray, rnd: np.ndarray, key_col: str) -> None:
+    """A (peer or group, round) pair may appear once in a batch: the agent records one sample
+    per round and destination, so a repeat is a fault, and keeping either copy would be a
+    guess at which one is true."""
+    if len(rnd) < 2:
+        return
+    order = np.lexsort((key, rnd))
+    same = (np.diff(rnd[order]) == 0) & (np.diff(key[order]) == 0)
+    if same.any():
+        # The later of each repeated pair in the sender's order; report the first of those.
+        later = np.maximum(order[:-1][same], order[1:][same])
+        i = int(later.min())
+        raise BatchError([section, "round", i],
+                         f"repeats the sample of {key_col} {int(key[i])} in round "
+                         f"{int(rnd[i])} sent earlier in this batch", "duplicate_sample")
+
+
 def _ids(values: list[Any], loc: list[str | int]) -> list[uuid.UUID]:
     return [_uuid(v, [*loc, i]) for i, v in enumerate(values)]
 
@@ -285,7 +385,7 @@ def parse_batch(body: Any, limits: Limits) -> ParsedBatch:
     """Validates a decoded JSON batch; raises BatchError naming the first failing field."""
     if not isinstance(body, dict):
         raise BatchError([], "the batch must be a JSON object", "dict_type")
-    unknown = set(body) - {"batch_id", "agent_id", "sent_at", *SECTIONS}
+    unknown = set(body) - TOP_LEVEL
     if unknown:
         raise BatchError([sorted(unknown)[0]], "unknown field", "extra_forbidden")
     for key in ("batch_id", "agent_id"):
@@ -300,6 +400,8 @@ def parse_batch(body: Any, limits: Limits) -> ParsedBatch:
         t = s.times(limits)
         idx = s.index("peer_idx", len(peers), "mesh.peers")
         rnd = s.numbers("round", lo=0, hi=MAX_EXACT_INT)
+        assert rnd is not None
+        _refuse_repeats("mesh", idx, rnd, "peer_idx")
         payload = s.numbers("payload_bytes", lo=0, hi=64 * 1024 * 1024)
         status = s.statuses()
         rtt = s.latency("rtt_us", status, limits)
@@ -313,9 +415,17 @@ def parse_batch(body: Any, limits: Limits) -> ParsedBatch:
         for i, g in enumerate(groups):
             if not isinstance(g, str) or not 0 < len(g) <= 100:
                 raise BatchError(["quorum", "groups", i], "must be a name of 1-100 characters")
+            bad_char = BAD_TEXT.search(g)
+            if bad_char:
+                raise BatchError(["quorum", "groups", i],
+                                 f"must not hold control characters or lone surrogates "
+                                 f"(U+{ord(bad_char.group()):04X} at {bad_char.start()})",
+                                 "string_pattern_mismatch")
         t = s.times(limits)
         gidx = s.index("group_idx", len(groups), "quorum.groups")
         rnd = s.numbers("round", lo=0, hi=MAX_EXACT_INT)
+        assert rnd is not None
+        _refuse_repeats("quorum", gidx, rnd, "group_idx")
         k = s.numbers("k", lo=1, hi=10_000)
         n = s.numbers("n", lo=1, hi=10_000)
         assert k is not None and n is not None

@@ -37,7 +37,8 @@ def batch_minutes(time_us: NDArray[np.int64]) -> list[datetime]:
 
 async def check_references(conn: asyncpg.Connection, org_id: uuid.UUID,
                            batch: ParsedBatch) -> None:
-    """Every agent and target a batch names must belong to the sender's org.
+    """Every agent and target a batch names must belong to the sender's org, and every
+    storage target must be assigned to the sending agent.
 
     Ids are looked up within the org only, so another org's agent is reported exactly like
     an id that does not exist: the answer reveals nothing about other orgs.
@@ -57,14 +58,21 @@ async def check_references(conn: asyncpg.Connection, org_id: uuid.UUID,
         exists = await conn.fetchval("SELECT to_regclass('storage_targets') IS NOT NULL")
         if not exists:
             raise BatchError(["storage", "targets", 0], "no storage targets are configured")
+        # A target counts as the agent's when it is on every agent or assigned to this one
+        # (services/storage_targets.py); disabled ones too, for samples still in flight.
         rows = await conn.fetch(
-            "SELECT id FROM storage_targets WHERE org_id = $1 AND id = ANY($2::uuid[])",
-            org_id, list(batch.referenced_targets))
-        known = {r["id"] for r in rows}
+            "SELECT t.id, t.assign_all OR EXISTS (SELECT 1 FROM storage_target_agents a "
+            "WHERE a.target_id = t.id AND a.agent_id = $3) AS assigned "
+            "FROM storage_targets t WHERE t.org_id = $1 AND t.id = ANY($2::uuid[])",
+            org_id, list(batch.referenced_targets), batch.agent_id)
+        assigned = {r["id"]: r["assigned"] for r in rows}
         assert batch.storage is not None
         for i, target in enumerate(batch.storage["targets"]):
-            if target not in known:
+            if target not in assigned:
                 raise BatchError(["storage", "targets", i], f"unknown storage target id {target}")
+            if not assigned[target]:
+                raise BatchError(["storage", "targets", i],
+                                 f"storage target {target} is not assigned to this agent")
 
 
 async def ensure_partitions(conn: asyncpg.Connection, batch: ParsedBatch) -> None:

@@ -127,6 +127,57 @@ class StatColumns:
     total: NDArray[np.float64]
     total_sq: NDArray[np.float64]
     sketches: list[bytes]
+    # Window levels (NaN when unknown): the median and the median absolute deviation around
+    # it, and for minute rows the medians of the two half-minutes (n_groups x 2).
+    median: NDArray[np.float64] | None = None
+    mad: NDArray[np.float64] | None = None
+    half_medians: NDArray[np.float64] | None = None
+
+
+def sort_by_group_then_value(groups: NDArray[np.int64], values: NDArray[np.float64]
+                             ) -> NDArray[np.int64]:
+    """The order sorting by group, then value: the values' ranks and the groups combined in
+    one int64 key, sorted once more. numpy's lexsort and stable argsorts take ~10x longer
+    (8.8 s against 0.8 s for 2 M samples on a loaded 2-core machine)."""
+    n = values.size
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.argsort(values)] = np.arange(n, dtype=np.int64)
+    return np.argsort(groups.astype(np.int64) * max(n, 1) + rank)
+
+
+def grouped_weighted_medians(values: NDArray[np.float64], weights: NDArray[np.float64],
+                             groups: NDArray[np.int64], n_groups: int) -> NDArray[np.float64]:
+    """Per group, the lower weighted median: the first value (in order) at which the
+    cumulative weight reaches half the group's weight. With unit weights this is the sample
+    of rank floor((n - 1) / 2), the lower median of the percentile rule (docs/analysis.md).
+    NaN values and non-positive weights are ignored; NaN for empty groups."""
+    out = np.full(n_groups, np.nan)
+    ok = np.isfinite(values) & (weights > 0)
+    v, w, g = values[ok], weights[ok], groups[ok]
+    if v.size == 0:
+        return out
+    order = sort_by_group_then_value(g, v)
+    v, w, g = v[order], w[order], g[order]
+    cum = np.cumsum(w)
+    starts = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
+    ends = np.concatenate([starts[1:], [g.size]])
+    before = np.concatenate([[0.0], cum])[starts]
+    total = cum[ends - 1] - before
+    # Unit weights: rank floor((n - 1) / 2) is the first where cum - before > (n - 1) / 2.
+    target = before + np.where(np.all(w == 1.0), np.floor((total - 1) / 2) + 1, total / 2)
+    idx = np.searchsorted(cum, target, side="left")
+    idx = np.minimum(np.maximum(idx, starts), ends - 1)
+    out[g[starts]] = v[idx]
+    return out
+
+
+def grouped_levels(values: NDArray[np.float64], groups: NDArray[np.int64], n_groups: int
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Exact lower median and median absolute deviation of each group's values."""
+    ones = np.ones(values.size)
+    med = grouped_weighted_medians(values, ones, groups, n_groups)
+    dev = np.abs(values - med[groups]) if values.size else values
+    return med, grouped_weighted_medians(dev, ones, groups, n_groups)
 
 
 def sketches_by_group(groups: NDArray[np.int64], keys: NDArray[np.int64],
@@ -182,9 +233,18 @@ def _group_min_max(v: NDArray[np.float64], g: NDArray[np.int64], n_groups: int
 
 
 def stats_from_values(values: NDArray[np.float64], groups: NDArray[np.int64],
-                      n_groups: int) -> StatColumns:
+                      n_groups: int, late_half: NDArray[np.bool_] | None = None
+                      ) -> StatColumns:
+    """Statistics of raw values per group; with `late_half` (whether each sample lies in the
+    second half of its minute), also the two half-minute medians."""
     ok = np.isfinite(values)
     v, g = values[ok], groups[ok]
+    median, mad = grouped_levels(v, g, n_groups)
+    halves = None
+    if late_half is not None:
+        h = late_half[ok].astype(np.int64)
+        halves = grouped_weighted_medians(v, np.ones(v.size), g * 2 + h,
+                                          2 * n_groups).reshape(n_groups, 2)
     count = np.bincount(g, minlength=n_groups).astype(np.int64)
     total = np.bincount(g, weights=v, minlength=n_groups).astype(np.float64)
     total_sq = np.bincount(g, weights=v * v, minlength=n_groups).astype(np.float64)
@@ -193,12 +253,16 @@ def stats_from_values(values: NDArray[np.float64], groups: NDArray[np.int64],
     zero = np.bincount(g[~pos], minlength=n_groups).astype(np.float64)
     sketches = sketches_by_group(g[pos], value_keys(v[pos]), np.ones(int(pos.sum())), zero,
                                  n_groups)
-    return StatColumns(count, mn, mx, total, total_sq, sketches)
+    return StatColumns(count, mn, mx, total, total_sq, sketches, median, mad, halves)
 
 
 def merge_stat_rows(groups: NDArray[np.int64], n_groups: int, count: NDArray[np.float64],
                     mn: NDArray[np.float64], mx: NDArray[np.float64], total: NDArray[np.float64],
-                    total_sq: NDArray[np.float64], blobs: Sequence[bytes]) -> StatColumns:
+                    total_sq: NDArray[np.float64], blobs: Sequence[bytes],
+                    median: NDArray[np.float64] | None = None,
+                    mad: NDArray[np.float64] | None = None) -> StatColumns:
+    """Finer rows merged per group. Levels (when given) are the count-weighted medians of
+    the finer rows' medians and deviations: robust levels, not exact medians."""
     c = np.bincount(groups, weights=count, minlength=n_groups).astype(np.int64)
     t = np.bincount(groups, weights=total, minlength=n_groups).astype(np.float64)
     t2 = np.bincount(groups, weights=total_sq, minlength=n_groups).astype(np.float64)
@@ -224,7 +288,14 @@ def merge_stat_rows(groups: NDArray[np.int64], n_groups: int, count: NDArray[np.
     else:
         sketches = sketches_by_group(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0),
                                      zero, n_groups)
-    return StatColumns(c, lo, hi, t, t2, sketches)
+    lv_med = lv_mad = None
+    if median is not None and mad is not None:
+        w = np.nan_to_num(np.asarray(count, dtype=np.float64))
+        lv_med = grouped_weighted_medians(np.asarray(median, dtype=np.float64), w, groups,
+                                          n_groups)
+        lv_mad = grouped_weighted_medians(np.asarray(mad, dtype=np.float64), w, groups,
+                                          n_groups)
+    return StatColumns(c, lo, hi, t, t2, sketches, lv_med, lv_mad)
 
 
 def _none_if_inf(x: float) -> float | None:
@@ -243,7 +314,8 @@ def _upsert(conn: Connection, kind: RollupKind, bucket_s: int, series: list[tupl
     cols = ["org_id", "bucket_s", "bucket_start", *kind.keys, "sample_count", "failure_count"]
     for prefix, _ in kind.values:
         cols += [f"{prefix}_count", f"{prefix}_min", f"{prefix}_max", f"{prefix}_sum",
-                 f"{prefix}_sum_sq", f"{prefix}_sketch"]
+                 f"{prefix}_sum_sq", f"{prefix}_sketch", f"{prefix}_median", f"{prefix}_mad",
+                 f"{prefix}_half_medians"]
     rows = []
     for i, key in enumerate(series):
         row: dict[str, Any] = {"org_id": key[0], "bucket_s": bucket_s, "bucket_start": key[-1]}
@@ -259,6 +331,12 @@ def _upsert(conn: Connection, kind: RollupKind, bucket_s: int, series: list[tupl
             row[f"{prefix}_sum"] = float(st.total[i])
             row[f"{prefix}_sum_sq"] = float(st.total_sq[i])
             row[f"{prefix}_sketch"] = st.sketches[i]
+            row[f"{prefix}_median"] = (None if st.median is None
+                                       else _none_if_inf(st.median[i]))
+            row[f"{prefix}_mad"] = None if st.mad is None else _none_if_inf(st.mad[i])
+            row[f"{prefix}_half_medians"] = (
+                None if st.half_medians is None
+                else [_none_if_inf(x) for x in st.half_medians[i]])
         rows.append(row)
     pk = ["org_id", "bucket_s", *kind.keys, "bucket_start"]
     updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in cols if c not in pk)
@@ -286,7 +364,8 @@ def roll_up_minutes(conn: Connection, kind_name: str, start: datetime, end: date
     result = conn.execute(text(
         f"SELECT org_id, {', '.join(kind.keys)}, "
         f"(floor(extract(epoch FROM time) / 60) * 60)::bigint AS m, "
-        f"({kind.failure_sql}) AS failed, {vals} "
+        f"({kind.failure_sql}) AS failed, {vals}, "
+        f"extract(second FROM time) >= 30 AS late_half "
         f"FROM {kind.raw_table} WHERE time >= :s AND time < :e{org_sql}"),
         {"s": start, "e": end, "org": org_id}).all()
     nk = len(kind.keys)
@@ -298,11 +377,12 @@ def roll_up_minutes(conn: Connection, kind_name: str, start: datetime, end: date
         failed = np.fromiter((bool(r[2 + nk]) for r in result), dtype=bool, count=len(result))
         sample_count = np.bincount(groups, minlength=n).astype(np.int64)
         failure_count = np.bincount(groups, weights=failed, minlength=n).astype(np.int64)
+        late = np.fromiter((bool(r[-1]) for r in result), dtype=bool, count=len(result))
         stats = {}
         for j, (prefix, _) in enumerate(kind.values):
             v = np.fromiter((np.nan if r[3 + nk + j] is None else r[3 + nk + j] for r in result),
                             dtype=np.float64, count=len(result))
-            stats[prefix] = stats_from_values(v, groups, n)
+            stats[prefix] = stats_from_values(v, groups, n, late)
         series = [(*k[:-1], datetime.fromtimestamp(k[-1], UTC)) for k in uniq]
         written = _upsert(conn, kind, MINUTE, series, sample_count, failure_count, stats)
     # Minutes in range that no longer have raw samples (e.g. a batch rolled back) lose rows
@@ -422,6 +502,8 @@ def _roll_coarse_span(conn: Connection, kind: RollupKind, org: uuid.UUID, bucket
     for prefix, _ in kind.values:
         stat_cols += [f"{prefix}_count", f"{prefix}_min", f"{prefix}_max", f"{prefix}_sum",
                       f"{prefix}_sum_sq", f"{prefix}_sketch"]
+    level_cols = [f"{prefix}_{c}" for prefix, _ in kind.values for c in ("median", "mad")]
+    stat_cols += level_cols
     rows = conn.execute(text(
         f"SELECT {', '.join(kind.keys)}, "
         f"(floor(extract(epoch FROM bucket_start) / {int(bucket_s)}) * {int(bucket_s)})::bigint, "
@@ -443,8 +525,10 @@ def _roll_coarse_span(conn: Connection, kind: RollupKind, org: uuid.UUID, bucket
                 return np.array([np.nan if r[base + i] is None else r[base + i] for r in rows],
                                 dtype=np.float64)
 
+            lv = nk + 3 + 6 * len(kind.values) + 2 * j
             stats[prefix] = merge_stat_rows(groups, n, col(0), col(1), col(2), col(3), col(4),
-                                            [bytes(r[base + 5]) for r in rows])
+                                            [bytes(r[base + 5]) for r in rows],
+                                            col(lv - base), col(lv + 1 - base))
         series = [(org, *k[:-1], datetime.fromtimestamp(k[-1], UTC)) for k in uniq]
         written = _upsert(conn, kind, bucket_s, series, sc, fc, stats)
     # Buckets whose finer rows are gone lose their rows; rows of this pass are kept.

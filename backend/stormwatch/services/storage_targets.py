@@ -184,6 +184,12 @@ async def update_target(session: AsyncSession, org_id: uuid.UUID, target_id: uui
             raise StorageTargetInvalid(["body", "credentials"], str(exc)) from exc
         source, ref, ciphertext = _credentials_columns(body.credentials)
         t.credentials_source, t.credentials_ref, t.credentials_ciphertext = source, ref, ciphertext
+    # A new name taken by another target must fail here, as a conflict: the queries below
+    # would otherwise autoflush it and fail with a bare IntegrityError.
+    try:
+        await session.flush()
+    except IntegrityError as exc:
+        raise StorageTargetConflict("a storage target with this name exists") from exc
     if body.agent_ids is not None:
         await _check_agents(session, org_id, body.agent_ids)
         await _set_agents(session, t.id, body.agent_ids)

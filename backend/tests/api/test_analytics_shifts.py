@@ -100,7 +100,7 @@ def test_quorum_next_to_node_to_node(client: httpx.Client, org: Any) -> None:  #
     body = r.json()
     (qs,) = body["quorums"]
     assert qs["quorum"] == "Q1/2" and qs["count"] == n
-    assert qs["percentiles"]["p50"] == pytest.approx(np.quantile(quorum, 0.5))
+    assert qs["percentiles"]["p50"] == np.quantile(quorum, 0.5, method="lower")
     (nq,) = body["node_to_node"]
     assert nq["count"] == 2 * n
     assert nq["percentiles"]["p99"] > qs["percentiles"]["p99"]
@@ -125,8 +125,13 @@ def test_a_detour_and_an_asymmetry_are_reported(client: httpx.Client,  # noqa: F
               "level": "region"}
     r = client.get("/api/v1/analytics/mesh/detours", headers=headers, params=params)
     assert r.status_code == 200, r.text
-    detours = {(d["src"], d["dst"], d["via"]) for d in r.json()["detours"]}
-    assert ("eu-west-1", "ap-south-1", "us-east-1") in detours
+    detours = {(d["src"], d["dst"], d["via"]): d for d in r.json()["detours"]}
+    # Only EU->AP: its 98 ms matches EU->US->AP (100 ms) and the other direction between
+    # the same regions shows a 70 ms route exists.
+    assert set(detours) == {("eu-west-1", "ap-south-1", "us-east-1")}
+    d = detours[("eu-west-1", "ap-south-1", "us-east-1")]
+    assert d["best_alternative_us"] == pytest.approx(70_000, rel=0.03)
+    assert d["alternative"]["src"] == "ap-south-1"
     r = client.get("/api/v1/analytics/mesh/asymmetry", headers=headers, params=params)
     assert r.status_code == 200, r.text
     top = r.json()["pairs"][0]

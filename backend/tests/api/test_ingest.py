@@ -354,3 +354,46 @@ def test_late_samples_mark_their_already_claimed_minutes_for_a_re_roll(api, db, 
             else:
                 c.execute(text("UPDATE rollup_watermarks SET rolled_until = CAST(:b AS "
                                "timestamptz) WHERE kind = 'mesh:60:claim'"), {"b": before})
+
+
+def test_an_agent_writes_storage_samples_only_for_targets_assigned_to_it(api, db, fleet):
+    org, agents = fleet
+    key = {"Authorization": f"Bearer {org.api_key}"}
+
+    def target(name: str, **assignment: object) -> str:
+        r = api.post("/api/v1/storage-targets", headers=key, json={
+            "name": name, "provider": "s3", "region": "us-east-1", "bucket": f"{name}-probe",
+            "credentials": {"source": "none"}, **assignment})
+        assert r.status_code == 201, r.text
+        return r.json()["id"]
+
+    mine = target("mine", agent_ids=[agents[0].agent_id])
+    everyone = target("everyone", assign_all=True)
+    t = now_us() - 2_000_000
+
+    def batch(agent, targets: list[str]) -> dict:
+        n = len(targets)
+        return {"batch_id": str(uuid.uuid4()), "agent_id": agent.agent_id, "storage": {
+            "targets": targets, "time_us": [t + i for i in range(n)],
+            "target_idx": list(range(n)), "op": ["put"] * n, "variant": ["plain"] * n,
+            "content": ["binary"] * n, "size_bytes": [1024] * n, "stored_bytes": [1024] * n,
+            "copies": [1] * n, "concurrency": [1] * n, "attempt": [1] * n,
+            "latency_us": [5000] * n, "ttfb_us": [4000] * n, "rtt_us": [300] * n,
+            "bytes_per_s": [None] * n, "status": [0] * n, "error_class": [None] * n}}
+
+    def stored(agent) -> int:
+        with db.connect() as c:
+            return c.execute(text("SELECT count(*) FROM storage_samples WHERE agent_id = :a"),
+                             {"a": agent.agent_id}).scalar()
+
+    # Agent 1 is not assigned `mine`: its batch is refused at that target, whole.
+    r = post_batch(api, agents[1], batch(agents[1], [everyone, mine]))
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"] == [{"loc": ["body", "storage", "targets", 1],
+                                   "msg": f"storage target {mine} is not assigned to this agent",
+                                   "type": "value_error"}]
+    assert stored(agents[1]) == 0 and count_batches(db, org.org_id) == 0
+    # A target on every agent, and one assigned to the sender, are taken.
+    assert post_batch(api, agents[1], batch(agents[1], [everyone])).status_code == 202
+    assert post_batch(api, agents[0], batch(agents[0], [everyone, mine])).status_code == 202
+    assert (stored(agents[0]), stored(agents[1])) == (2, 1)

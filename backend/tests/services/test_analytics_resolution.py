@@ -143,3 +143,40 @@ def test_the_database_accepts_five_minute_rows_and_no_other_new_level(db: Engine
             "dst_agent_id, proto, direction, sample_count, failure_count, bytes_per_s_count, "
             "bytes_per_s_sum, bytes_per_s_sum_sq, bytes_per_s_sketch) VALUES (:o, 600, now(), "
             ":o, :o, 'tcp', 'forward', 1, 0, 1, 1, 1, '\\x'::bytea)"), {"o": org})
+
+
+# --- the raw tail of a rollup answer ---------------------------------------------------
+
+def _tail(span: timedelta, rolled_until: datetime | None, resolution: str = "1m"
+          ) -> tuple[datetime, datetime] | None:
+    from stormwatch.services.analytics.queries import Source, raw_tail
+
+    f = Filters(start=NOW - span, end=NOW)
+    return raw_tail(Source(resolution, f.start, f.end), f, rolled_until)  # type: ignore[arg-type]
+
+
+def test_the_minutes_after_the_last_rolled_one_come_raw() -> None:
+    rolled = NOW - timedelta(minutes=2, seconds=56)
+    assert _tail(timedelta(hours=1), rolled) == (rolled, NOW)
+
+
+def test_before_any_rollup_the_newest_quarter_hour_of_a_range_comes_raw() -> None:
+    assert _tail(timedelta(hours=1), None) == (NOW - timedelta(minutes=15), NOW)
+    # A short range is raw from its start.
+    assert _tail(timedelta(minutes=20), None, "1m") == (NOW - timedelta(minutes=15), NOW)
+
+
+def test_a_rollup_far_behind_leaves_a_gap_rather_than_reading_hours_raw() -> None:
+    assert _tail(timedelta(days=1), NOW - timedelta(hours=5)) == (
+        NOW - timedelta(minutes=15), NOW)
+
+
+def test_rollups_covering_the_range_or_a_raw_answer_need_no_tail() -> None:
+    assert _tail(timedelta(hours=1), NOW) is None
+    assert _tail(timedelta(hours=1), NOW + timedelta(minutes=1)) is None
+    assert _tail(timedelta(minutes=10), None, "raw") is None
+
+
+def test_the_tail_never_starts_before_the_range() -> None:
+    assert _tail(timedelta(minutes=5), NOW - timedelta(hours=2)) == (
+        NOW - timedelta(minutes=5), NOW)

@@ -18,7 +18,8 @@ def test_the_exact_summary_equals_numpy() -> None:
     assert s["mean"] == pytest.approx(v.mean())
     assert s["std"] == pytest.approx(v.std(ddof=1))
     assert s["cov"] == pytest.approx(v.std(ddof=1) / v.mean())
-    assert s["percentiles"]["p99_99"] == pytest.approx(np.quantile(v, 0.9999))
+    assert s["percentiles"]["p99_99"] == np.quantile(v, 0.9999, method="lower")
+    assert s["beyond"]["p99_99"] == 10_000 - 1 - int(0.9999 * 9_999)
     assert s["max_over_mean"] == pytest.approx(v.max() / v.mean())
 
 
@@ -54,3 +55,13 @@ def test_cv_rmse_follows_its_definition() -> None:
     y = np.array([11.0, 12.0, 10.0, 15.0])
     want = np.sqrt(np.mean((x - y) ** 2)) / ((x.mean() + y.mean()) / 2)
     assert cv_rmse(x, y) == pytest.approx(want)
+
+
+def test_only_non_empty_histogram_buckets_count_against_the_limit() -> None:
+    body = np.full(1000, 75_000.0)
+    spikes = np.array([2_000_000.0, 3_000_000.0])
+    d = Distribution.exact(np.concatenate([body, spikes]))
+    hist = d.histogram(50.0)  # 58 000 buckets wide, three of them non-empty
+    assert [b["count"] for b in hist] == [1000.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="non-empty"):
+        Distribution.exact(np.arange(20_000) * 1.5).histogram(1.0)

@@ -14,13 +14,14 @@ function python() {
 }
 
 /**
- * @param {{ port?: number, withWorker?: boolean, dataDir?: string, timeoutMs?: number, log?: (s: string) => void }} opts
+ * @param {{ port?: number, withWorker?: boolean, demo?: "fast" | "full", dataDir?: string, timeoutMs?: number, log?: (s: string) => void }} opts
  * @returns {Promise<{ info: any, stop: () => Promise<void> }>}
  */
 export function startStack(opts = {}) {
   const args = ["-m", process.env.SW_STACK_MODULE ?? "stormwatch.devtools.stack"];
   if (opts.port) args.push("--port", String(opts.port));
   if (opts.withWorker) args.push("--with-worker");
+  if (opts.demo) args.push(opts.demo === "fast" ? "--demo-fast" : "--demo");
   if (opts.dataDir) args.push("--data-dir", opts.dataDir);
   const child = spawn(python(), args, {
     cwd: REPO,

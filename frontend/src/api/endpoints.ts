@@ -164,8 +164,9 @@ export async function getHeatmap(q: RangeQuery & { level: Level; stat: HeatStat 
 }
 
 function toSummary(g: S["Summary"]): SummaryVM {
-  const order = ["p5", "p25", "p50", "p75", "p90", "p95", "p99", "p99_9", "p99_99", "p99_999"];
+  const order = ["p1", "p5", "p25", "p50", "p75", "p90", "p95", "p99", "p99_9", "p99_99", "p99_999"];
   const pct = g.percentiles;
+  const beyond = g.beyond ?? {};
   return {
     count: g.samples,
     loss_rate: g.loss_rate,
@@ -175,6 +176,7 @@ function toSummary(g: S["Summary"]): SummaryVM {
     min_us: g.min,
     max_us: g.max,
     percentiles: order.filter((k) => k in pct).map((k) => [k.replace("_", "."), pct[k] ?? null]),
+    beyond: Object.fromEntries(Object.entries(beyond).map(([k, n]) => [k.replace("_", "."), n])),
     tail_mean_ratio: g.p99_99_over_mean,
     max_mean_ratio: g.max_over_mean,
   };
@@ -182,7 +184,10 @@ function toSummary(g: S["Summary"]): SummaryVM {
 
 export async function getPairSummary(q: PairQuery, signal?: AbortSignal): Promise<SummaryVM | null> {
   const f = await pairFilter(q);
-  const r = unwrap(await api.GET("/api/v1/analytics/{kind}/summary", { params: { path: { kind: "mesh" }, query: f }, signal }));
+  // p1 and p99.9 bound the body of the distribution: the timeline's default y-range.
+  const r = unwrap(
+    await api.GET("/api/v1/analytics/{kind}/summary", { params: { path: { kind: "mesh" }, query: { ...f, percentiles: "1,5,25,50,75,90,95,99,99.9,99.99,99.999" } }, signal }),
+  );
   const g = r.groups[0];
   return g ? toSummary(g) : null;
 }
@@ -231,19 +236,24 @@ export async function getPairDistribution(q: PairQuery, bucketUs: number | null,
   const f = await pairFilter(q);
   let width = bucketUs;
   if (!width) {
-    // About 80 buckets between the minimum and p99.9 (the slowest 0.1% land in the right-hand buckets).
-    const s = unwrap(await api.GET("/api/v1/analytics/{kind}/summary", { params: { path: { kind: "mesh" }, query: { ...f, percentiles: "50,99.9" } }, signal })).groups[0];
-    const s50 = s;
-    const lo = s?.min ?? 0;
+    // About 80 buckets across the body (p1 to p99.9); spikes beyond land in the overflow bar.
+    const s = unwrap(await api.GET("/api/v1/analytics/{kind}/summary", { params: { path: { kind: "mesh" }, query: { ...f, percentiles: "1,50,99.9" } }, signal })).groups[0];
+    const lo = s?.percentiles["p1"] ?? s?.min ?? 0;
     const hi = s?.percentiles["p99_9"] ?? s?.max ?? lo + 1000;
-    const max = s?.max ?? hi;
     // Rollup sketches keep values to 1%: narrower buckets than that would show the sketch's bins.
-    const sketchRes = s && !s.exact ? 0.02 * (s50?.percentiles["p50"] ?? lo) : 0;
-    width = niceStep(Math.max((hi - lo) / 80, (max - lo) / 9000, sketchRes, 1));
+    const sketchRes = s && !s.exact ? 0.02 * (s.percentiles["p50"] ?? lo) : 0;
+    width = niceStep(Math.max((hi - lo) / 80, sketchRes, 1));
   }
-  const r = unwrap(
-    await api.GET("/api/v1/analytics/{kind}/distribution", { params: { path: { kind: "mesh" }, query: { ...f, bucket_width: width, tail_fraction: 0.05 } }, signal }),
-  );
+  // Only non-empty buckets are limited (10 000): a tail spread over many of them asks for wider ones.
+  let r: S["DistributionResponse"];
+  for (let attempt = 0; ; attempt++) {
+    const res = await api.GET("/api/v1/analytics/{kind}/distribution", { params: { path: { kind: "mesh" }, query: { ...f, bucket_width: width, tail_fraction: 0.05 } }, signal });
+    if (res.response.status !== 422 || bucketUs || attempt >= 3) {
+      r = unwrap(res);
+      break;
+    }
+    width = niceStep(width * 10);
+  }
   return {
     bins: r.histogram.map((b) => ({ lo_us: b.lower, hi_us: b.upper, count: b.count })),
     cdf: r.cdf.map((p) => ({ x_us: p.value, p: p.fraction })),
@@ -316,26 +326,28 @@ export async function getBoxes(q: RangeQuery & { groupBy: "topology_class" | "pa
 
 /** Windowed medians of node pairs of a topology class (seed 003 Fig. 8), at most `limit` pairs. */
 export async function getPairLines(q: RangeQuery & { topologyClass: string; windowS: number; limit?: number }, signal?: AbortSignal): Promise<NamedSeries[]> {
-  const [agents, pairs] = await Promise.all([fleet(), api.GET("/api/v1/agents/pairs", { signal }).then(unwrap)]);
+  // One request: the pairs of the class with data, ranked by their p50 over the range (half
+  // the highest, the rest the lowest).
+  const [agents, r] = await Promise.all([
+    fleet(),
+    api
+      .GET("/api/v1/analytics/{kind}/series", {
+        params: {
+          path: { kind: "mesh" },
+          query: { ...range(q), topology_class: [q.topologyClass], group_by: "pair", window_s: q.windowS, percentiles: "50", rank_by: "p50", limit: q.limit ?? 8 },
+        },
+        signal,
+      })
+      .then(unwrap),
+  ]);
   const name = new Map(agents.map((a) => [a.id, a.name]));
-  const label = (p: { src_agent_id: string; dst_agent_id: string }) => `${name.get(p.src_agent_id) ?? p.src_agent_id} → ${name.get(p.dst_agent_id) ?? p.dst_agent_id}`;
-  const chosen = pairs
-    .filter((p) => p.topology_class === q.topologyClass)
-    .sort((a, b) => label(a).localeCompare(label(b)))
-    .slice(0, q.limit ?? 8);
-  const series = await Promise.all(
-    chosen.map(async (p) => {
-      const r = unwrap(
-        await api.GET("/api/v1/analytics/{kind}/series", {
-          params: { path: { kind: "mesh" }, query: { ...range(q), src: [p.src_agent_id], dst: [p.dst_agent_id], window_s: q.windowS, percentiles: "50" } },
-          signal,
-        }),
-      );
-      const windows = r.groups[0]?.windows ?? [];
-      return { name: label(p), points: windows.map((w) => ({ t: Date.parse(w.start), v: num((w as Record<string, unknown>).p50) })) };
-    }),
-  );
-  return series.filter((s) => s.points.length > 0);
+  return r.groups.map((g) => {
+    const [src, dst] = g.group as [string, string];
+    return {
+      name: `${name.get(src) ?? src} → ${name.get(dst) ?? dst}`,
+      points: g.windows.map((w) => ({ t: Date.parse(w.start), v: num((w as Record<string, unknown>).p50) })),
+    };
+  });
 }
 
 // ---- storage ----

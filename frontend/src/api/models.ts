@@ -38,6 +38,8 @@ export interface SummaryVM {
   max_us: number | null;
   /** label ("p50", "p99.99") → microseconds */
   percentiles: [string, number | null][];
+  /** label → samples above that percentile (what supports it; seed 003 Lesson 7) */
+  beyond: Record<string, number>;
   tail_mean_ratio: number | null;
   max_mean_ratio: number | null;
 }

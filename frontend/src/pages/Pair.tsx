@@ -1,9 +1,8 @@
 import { useQuery } from "@tanstack/react-query";
 import { listAlerts } from "../api/alerts";
-import { listAgents } from "../api/endpoints";
 import { SeverityBadge } from "../components/alerts/AlertList";
 import { alertsOnPair } from "../lib/alertMarks";
-import { getPairDistribution, getPairLevelShifts, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
+import { getPairDistribution, getPairLevelShifts, listAgents, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
 import type { SummaryVM } from "../api/models";
 import { follow } from "../components/common/Link";
 import { CdfChart } from "../components/pair/CdfChart";
@@ -18,6 +17,9 @@ import { useAsync } from "../lib/useAsync";
 import { asLevel } from "./Overview";
 
 const BUCKETS_US = [10, 50, 100, 500, 1000, 5000];
+// A tail percentile with fewer samples than this beyond it rests on a handful of values
+// (seed 003 Lesson 7): shown greyed.
+const MIN_BEYOND = 10;
 
 export function SummaryTable({ s }: { s: SummaryVM }) {
   return (
@@ -60,9 +62,15 @@ export function SummaryTable({ s }: { s: SummaryVM }) {
         </thead>
         <tbody>
           <tr>
-            {s.percentiles.map(([k, v]) => (
-              <td key={k}>{formatUs(v)}</td>
-            ))}
+            {s.percentiles.map(([k, v]) => {
+              const beyond = s.beyond[k];
+              const weak = beyond !== undefined && beyond < MIN_BEYOND;
+              return (
+                <td key={k} className={weak ? "muted" : undefined} aria-disabled={weak || undefined} title={beyond === undefined ? undefined : `${formatCount(beyond)} sample${beyond === 1 ? "" : "s"} beyond${weak ? ": too few to support it" : ""}`}>
+                  {formatUs(v)}
+                </td>
+              );
+            })}
           </tr>
         </tbody>
       </table>
@@ -80,8 +88,7 @@ export default function Pair() {
   const level = asLevel(params.get("level"));
   const src = params.get("src");
   const dst = params.get("dst");
-  const srcLabel = params.get("srcLabel") ?? src ?? "";
-  const dstLabel = params.get("dstLabel") ?? dst ?? "";
+  const fullRange = params.get("y") === "full";
   const log = params.get("scale") !== "linear";
   const tail = params.get("tail") === "1";
   const bucketUs = Number(params.get("bucket_us") ?? "") || 0;
@@ -97,9 +104,18 @@ export default function Pair() {
   const dist = useAsync((s) => (on ? getPairDistribution(q, bucketUs || null, s) : Promise.resolve(null)), `${key}|${bucketUs}`, range.refresh);
   const csv = useAsync(() => (on ? pairCsvUrl(q, windowS) : Promise.resolve("")), `${key}|${windowS}`);
   const quorum = useAsync((s) => (on && level === "node" ? getQuorum(q, s) : Promise.resolve([])), key, range.refresh);
+  // Agent names for the title whatever the entry path (a link may carry ids only); the
+  // alert badges use the same list.
+  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000, enabled: on });
+  const nameOf = (id: string | null, label: string | null) => agents.data?.find((a) => a.id === id)?.name ?? label ?? id ?? "";
+  const srcLabel = level === "node" ? nameOf(src, params.get("srcLabel")) : (params.get("srcLabel") ?? src ?? "");
+  const dstLabel = level === "node" ? nameOf(dst, params.get("dstLabel")) : (params.get("dstLabel") ?? dst ?? "");
+  const pct = (label: string) => summary.data?.percentiles.find(([k]) => k === label)?.[1] ?? null;
+  const p1 = pct("p1");
+  const p999 = pct("p99.9");
+  const body: [number, number] | null = p1 !== null && p999 !== null ? [p1, p999] : null;
 
   const firing = useQuery({ queryKey: ["alerts", "firing"], queryFn: ({ signal }) => listAlerts({ state: "firing" }, signal), refetchInterval: 15_000, enabled: on });
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000, enabled: on });
   const here = firing.data && agents.data ? alertsOnPair(firing.data, agents.data, level, src ?? "", dst ?? "") : [];
 
   if (!on) {
@@ -147,6 +163,14 @@ export default function Pair() {
         <button type="button" onClick={() => set({ src: dst, dst: src, srcLabel: dstLabel, dstLabel: srcLabel })}>
           Reverse direction
         </button>
+        <span className="group" role="group" aria-label="RTT range">
+          <button type="button" aria-pressed={!fullRange} onClick={() => set({ y: null }, true)}>
+            Fit body (p1–p99.9)
+          </button>
+          <button type="button" aria-pressed={fullRange} onClick={() => set({ y: "full" }, true)}>
+            Full range
+          </button>
+        </span>
         <span className="group" role="group" aria-label="RTT axis">
           <button type="button" aria-pressed={log} onClick={() => set({ scale: null }, true)}>
             Log axis
@@ -172,9 +196,9 @@ export default function Pair() {
             </a>
           ) : undefined
         }
-        note={`${windowS >= 60 ? `${windowS / 60} min` : `${windowS} s`} windows; percentile bands p50–p99 and p99–p99.99; steps = level shifts; ▲ = windows with loss`}>
+        note={`${windowS >= 60 ? `${windowS / 60} min` : `${windowS} s`} windows; percentile bands p50–p99 and p99–p99.99; steps = level shifts; ▲ = windows with loss${fullRange ? "" : "; ◆ = tail above the range (Full range shows it)"}`}>
         <Async state={timeline} isEmpty={(d) => d.length === 0}>
-          {(points) => <Timeline points={points} segments={shifts.data ?? []} log={log} />}
+          {(points) => <Timeline points={points} segments={shifts.data ?? []} log={log} body={body} full={fullRange} />}
         </Async>
         {shifts.data && shifts.data.length > 1 && (
           <p className="muted">

@@ -27,6 +27,7 @@ from stormwatch.schemas.advisors import (
     TimeoutIn,
     TimeoutOut,
 )
+from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.services.advisors import catalog, measured, placement, rankings, results, timeouts
 from stormwatch.services.analytics.queries import QueryError
 
@@ -91,7 +92,8 @@ async def set_price(provider: str, region: str, item: PriceItem, body: PriceIn,
     return PriceFigure(**figs[item])
 
 
-@router.delete("/pricing/{provider}/{region}/{item}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/pricing/{provider}/{region}/{item}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=NOT_FOUND)
 async def clear_price(provider: str, region: str, item: PriceItem, principal: AdminDep,
                       session: SessionDep) -> Response:
     """Drops the org's own figure: the shipped one applies again."""
@@ -171,7 +173,8 @@ async def placement_advice(body: PlacementIn, principal: OrgPrincipalDep, sessio
 
 
 @router.get("/advisors/placement/{input_hash}", response_model=PlacementOut,
-            responses={202: {"model": PlacementOut, "description": "still being computed"}})
+            responses={202: {"model": PlacementOut, "description": "still being computed"},
+                       **NOT_FOUND})
 async def placement_result(input_hash: Annotated[str, Path(pattern="^[0-9a-f]{64}$")],
                            principal: OrgPrincipalDep, session: SessionDep,
                            response: Response) -> PlacementOut:

@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
-from stormwatch.api.deps import AgentDep, OrgPrincipalDep, SessionDep, get_owned
+from stormwatch.api.deps import AdminDep, AgentDep, OrgPrincipalDep, SessionDep, get_owned
 from stormwatch.models import Agent, AgentPair
 from stormwatch.schemas.agents import (
     AgentPairPublic,
@@ -17,6 +17,7 @@ from stormwatch.schemas.agents import (
     EnrollResponse,
     QuorumGroupPublic,
 )
+from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.services import agents as agent_service
 
 router = APIRouter(tags=["agents"])
@@ -81,7 +82,7 @@ async def list_pairs(principal: OrgPrincipalDep, session: SessionDep) -> list[Ag
                             topology_class=r.topology_class) for r in rows]
 
 
-@router.get("/agents/{agent_id}", response_model=AgentPublic)
+@router.get("/agents/{agent_id}", response_model=AgentPublic, responses=NOT_FOUND)
 async def get_agent(agent_id: uuid.UUID, principal: OrgPrincipalDep,
                     session: SessionDep) -> AgentPublic:
     agent = await get_owned(session, Agent, agent_id, principal, "agent")
@@ -89,6 +90,7 @@ async def get_agent(agent_id: uuid.UUID, principal: OrgPrincipalDep,
 
 
 @router.get("/agents/{agent_id}/quorum-groups", response_model=list[QuorumGroupPublic],
+            responses=NOT_FOUND,
             summary="The quorum groups the agent measures, with their members")
 async def get_quorum_groups(agent_id: uuid.UUID, principal: OrgPrincipalDep,
                             session: SessionDep) -> list[QuorumGroupPublic]:
@@ -97,8 +99,9 @@ async def get_quorum_groups(agent_id: uuid.UUID, principal: OrgPrincipalDep,
             for g in await agent_service.quorum_groups(session, agent)]
 
 
-@router.delete("/agents/{agent_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_agent(agent_id: uuid.UUID, principal: OrgPrincipalDep,
+@router.delete("/agents/{agent_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=NOT_FOUND)
+async def delete_agent(agent_id: uuid.UUID, principal: AdminDep,
                        session: SessionDep) -> Response:
     agent = await get_owned(session, Agent, agent_id, principal, "agent")
     await session.delete(agent)

@@ -29,6 +29,7 @@ from stormwatch.schemas.analytics import (
     SummaryResponse,
     WelchResponse,
 )
+from stormwatch.schemas.types import IsoDatetime
 from stormwatch.services.analytics import analyses
 from stormwatch.services.analytics.queries import Filters, QueryError
 from stormwatch.services.analytics.stats import SUMMARY_PERCENTILES, parse_percentiles
@@ -75,8 +76,8 @@ ListParam = Annotated[list[str] | None, Query()]
 
 
 def filters(
-    start: Annotated[datetime | None, Query(description="UTC; default end - 1 h")] = None,
-    end: Annotated[datetime | None, Query(description="UTC; default now")] = None,
+    start: Annotated[IsoDatetime | None, Query(description="UTC; default end - 1 h")] = None,
+    end: Annotated[IsoDatetime | None, Query(description="UTC; default now")] = None,
     agents: Annotated[list[str] | None, Query(
         description="agent ids; every agent of a series must be one of them")] = None,
     src: Annotated[list[str] | None, Query(
@@ -166,14 +167,24 @@ async def get_summary(kind: KindParam, principal: OrgPrincipalDep, session: Sess
 async def get_series(kind: KindParam, principal: OrgPrincipalDep, session: SessionDep,
                      f: FiltersDep, window_s: Annotated[int, Query(gt=0)] = 30,
                      percentiles: str = "50,90,99,99.9", group_by: str = "all",
-                     adjusted: Adjusted = False) -> Any:
+                     adjusted: Adjusted = False,
+                     rank_by: Annotated[str | None, Query(
+                         description="with limit: rank groups by this statistic over the "
+                         "range (p50, p99, mean, loss_rate...)")] = None,
+                     limit: Annotated[int | None, Query(
+                         ge=1, le=100, description="only this many groups with data: half "
+                         "with the highest rank_by (default p50), the rest the lowest")] = None
+                     ) -> Any:
     f.adjusted = adjusted
     return await _run(analyses.series(session, principal.org_id, kind, f, window_s,
-                                      _pcts(percentiles), group_by))
+                                      _pcts(percentiles), group_by, rank_by, limit))
 
 
-@router.get("/{kind}/series.csv", response_class=PlainTextResponse,
-            summary="CSV export of a windowed series")
+# No response_class: it would declare its text type for the JSON errors too.
+@router.get("/{kind}/series.csv", response_model=None,
+            summary="CSV export of a windowed series",
+            responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}},
+                             "description": "One row per window and group"}})
 async def get_series_csv(kind: KindParam, principal: OrgPrincipalDep, session: SessionDep,
                          f: FiltersDep, window_s: Annotated[int, Query(gt=0)] = 30,
                          percentiles: str = "50,90,99,99.9", group_by: str = "all",
@@ -218,10 +229,13 @@ async def get_level_shifts(kind: KindParam, principal: OrgPrincipalDep, session:
                            f: FiltersDep, window_s: Annotated[int, Query(gt=0)] = 30,
                            min_step: Annotated[float | None, Query(
                                description="smallest step to report "
-                               "(default 3 noise sigmas)")] = None
+                               "(default 3 noise sigmas)")] = None,
+                           group_by: Annotated[str, Query(
+                               description="all (one series of everything selected) or a "
+                               "grouping such as pair: each group analysed on its own")] = "all"
                            ) -> Any:
     return await _run(analyses.level_shift_report(session, principal.org_id, kind, f, window_s,
-                                                  min_step))
+                                                  min_step, group_by))
 
 
 @router.get("/{kind}/cycles", response_model=CyclesResponse,
@@ -265,11 +279,16 @@ async def get_cv_rmse(kind: PairKind, principal: OrgPrincipalDep, session: Sessi
 
 
 @router.get("/mesh/detours", response_model=DetoursResponse,
-            summary="Detours: RTT(A,C) close to RTT(A,B) + RTT(B,C) and far above its peers")
+            summary="Detours: a path as slow as the route through a middle region, while "
+            "another path between the same regions is faster")
 async def get_detours(principal: OrgPrincipalDep, session: SessionDep, f: FiltersDep,
                       level: str = "region",
-                      tolerance: Annotated[float, Query(gt=0, lt=1)] = 0.1,
-                      min_excess: Annotated[float, Query(gt=0)] = 1.5) -> Any:
+                      tolerance: Annotated[float, Query(
+                          gt=0, lt=0.1, description="how much faster than the route through "
+                          "the middle region the direct path may be")] = 0.05,
+                      min_excess: Annotated[float, Query(
+                          gt=1, description="how many times slower than the best other path "
+                          "between the same places")] = 1.25) -> Any:
     return await _run(analyses.detours(session, principal.org_id, f, level, tolerance,
                                        min_excess))
 

@@ -10,8 +10,16 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 
 from stormwatch.api.deps import AgentDep, SettingsDep
+from stormwatch.core.config import Settings
 from stormwatch.core.db import get_engine
 from stormwatch.core.redis import get_redis
+from stormwatch.models import Agent
+from stormwatch.observability.api import (
+    INGEST_DUPLICATES,
+    INGEST_REJECTED,
+    INGEST_SAMPLES,
+    rejection_reason,
+)
 from stormwatch.schemas.ingest import IngestAccepted, IngestBatch
 from stormwatch.services import ratelimit
 from stormwatch.services.ingest import BatchError, decode_json, make_limits, parse_batch
@@ -39,15 +47,38 @@ async def _read_body(request: Request, max_bytes: int) -> bytes:
 
 
 def _gunzip(data: bytes, max_bytes: int) -> bytes:
-    d = zlib.decompressobj(wbits=47)  # gzip or zlib header
+    """One complete gzip member and nothing after it: a stream cut short (no CRC and size
+    trailer) may be a truncated batch, and bytes after it are not part of the batch."""
+    d = zlib.decompressobj(wbits=31)  # gzip only
     try:
         out = d.decompress(data, max_bytes)
     except zlib.error as exc:
-        raise _invalid(["body"], f"Content-Encoding is gzip but the body is not: {exc}") from exc
+        raise _invalid(["body"], f"Content-Encoding is gzip but the body is not: {exc}",
+                       "gzip_invalid") from exc
     if d.unconsumed_tail:
         raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
                             f"batch decompresses to more than {max_bytes} bytes")
+    if not d.eof:
+        raise _invalid(["body"], "the gzip stream is incomplete (no CRC and size trailer)",
+                       "gzip_invalid")
+    if d.unused_data:
+        raise _invalid(["body"], f"{len(d.unused_data)} bytes follow the end of the gzip "
+                       "stream", "gzip_invalid")
     return out
+
+
+def _check_media(request: Request) -> bool:
+    """Whether the body is gzip; 415 for a type other than JSON or an unknown encoding."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media != "application/json":
+        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                            "Content-Type must be application/json")
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("gzip", "identity"):
+        raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                            "Content-Encoding must be gzip or identity",
+                            {"Accept-Encoding": "gzip, identity"})
+    return encoding == "gzip"
 
 
 def _invalid(loc: list[str | int], msg: str, kind: str = "value_error") -> HTTPException:
@@ -64,12 +95,25 @@ def _invalid(loc: list[str | int], msg: str, kind: str = "value_error") -> HTTPE
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": f"#/components/schemas/{IngestBatch.__name__}"}}}}},
     responses={200: {"model": IngestAccepted, "description": "Duplicate batch, already stored"},
-               413: {"description": "Batch too large"}, 429: {"description": "Rate exceeded"},
+               413: {"description": "Batch too large"},
+               415: {"description": "Content-Type not application/json, or Content-Encoding "
+                                    "neither gzip nor identity"},
+               429: {"description": "Rate exceeded"},
                503: {"description": "Database unavailable, retry after Retry-After"}},
 )
 async def ingest_batch(request: Request, agent: AgentDep, settings: SettingsDep) -> Response:
+    try:
+        return await _ingest(request, agent, settings)
+    except HTTPException as exc:
+        if exc.status_code < 500:
+            INGEST_REJECTED.labels(rejection_reason(exc)).inc()
+        raise
+
+
+async def _ingest(request: Request, agent: Agent, settings: Settings) -> Response:
+    gzipped = _check_media(request)
     body = await _read_body(request, settings.ingest_max_body_bytes)
-    if request.headers.get("content-encoding", "").lower() in ("gzip", "x-gzip"):
+    if gzipped:
         body = _gunzip(body, settings.ingest_max_decompressed_bytes)
     elif len(body) > settings.ingest_max_decompressed_bytes:
         raise HTTPException(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "batch too large")
@@ -101,6 +145,12 @@ async def ingest_batch(request: Request, agent: AgentDep, settings: SettingsDep)
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, exc.detail()) from exc
         await ensure_partitions(conn, batch)
         duplicate, counts = await store_batch(conn, agent.org_id, batch)
+    if duplicate:
+        INGEST_DUPLICATES.inc()
+    else:
+        for kind, n in counts.items():
+            if n:
+                INGEST_SAMPLES.labels(kind).inc(n)
     payload = {"batch_id": str(batch.batch_id), "accepted": counts, "duplicate": duplicate}
     return JSONResponse(payload, status_code=200 if duplicate else 202)
 

@@ -7,7 +7,13 @@ from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from stormwatch.api.deps import OrgPrincipalDep, SessionDep, UserPrincipalDep, get_owned
+from stormwatch.api.deps import (
+    AdminDep,
+    AdminUserDep,
+    OrgPrincipalDep,
+    SessionDep,
+    get_owned,
+)
 from stormwatch.models import ApiKey, EnrollmentToken, Org, User
 from stormwatch.schemas.accounts import (
     ApiKeyCreate,
@@ -21,6 +27,7 @@ from stormwatch.schemas.accounts import (
     UserCreate,
     UserPublic,
 )
+from stormwatch.schemas.errors import CONFLICT, NOT_FOUND
 from stormwatch.services import accounts
 
 router = APIRouter(tags=["settings"])
@@ -34,7 +41,7 @@ async def get_org(principal: OrgPrincipalDep, session: SessionDep) -> Org:
 
 
 @router.patch("/org", response_model=OrgPublic)
-async def update_org(body: OrgUpdate, principal: OrgPrincipalDep, session: SessionDep) -> Org:
+async def update_org(body: OrgUpdate, principal: AdminDep, session: SessionDep) -> Org:
     org = await session.get(Org, principal.org_id)
     assert org is not None
     if body.name is not None:
@@ -56,7 +63,7 @@ async def list_api_keys(principal: OrgPrincipalDep, session: SessionDep) -> list
 
 
 @router.post("/api-keys", response_model=ApiKeyCreated, status_code=status.HTTP_201_CREATED)
-async def create_api_key(body: ApiKeyCreate, principal: UserPrincipalDep,
+async def create_api_key(body: ApiKeyCreate, principal: AdminUserDep,
                          session: SessionDep) -> ApiKeyCreated:
     key, token = await accounts.create_api_key(session, principal.org_id, body.name,
                                                principal.user_id)
@@ -65,8 +72,9 @@ async def create_api_key(body: ApiKeyCreate, principal: UserPrincipalDep,
                                          "key": token})
 
 
-@router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def revoke_api_key(key_id: uuid.UUID, principal: UserPrincipalDep,
+@router.delete("/api-keys/{key_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=NOT_FOUND)
+async def revoke_api_key(key_id: uuid.UUID, principal: AdminUserDep,
                          session: SessionDep) -> Response:
     key = await get_owned(session, ApiKey, key_id, principal, "API key")
     key.revoked_at = key.revoked_at or datetime.now(UTC)
@@ -84,7 +92,7 @@ async def list_enrollment_tokens(principal: OrgPrincipalDep,
 
 @router.post("/enrollment-tokens", response_model=EnrollmentTokenCreated,
              status_code=status.HTTP_201_CREATED)
-async def create_enrollment_token(body: EnrollmentTokenCreate, principal: OrgPrincipalDep,
+async def create_enrollment_token(body: EnrollmentTokenCreate, principal: AdminDep,
                                   session: SessionDep) -> EnrollmentTokenCreated:
     row, token = await accounts.create_enrollment_token(session, principal.org_id, body.name,
                                                         body.expires_at)
@@ -93,8 +101,9 @@ async def create_enrollment_token(body: EnrollmentTokenCreate, principal: OrgPri
         {**EnrollmentTokenPublic.model_validate(row).model_dump(), "token": token})
 
 
-@router.delete("/enrollment-tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def revoke_enrollment_token(token_id: uuid.UUID, principal: OrgPrincipalDep,
+@router.delete("/enrollment-tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=NOT_FOUND)
+async def revoke_enrollment_token(token_id: uuid.UUID, principal: AdminDep,
                                   session: SessionDep) -> Response:
     row = await get_owned(session, EnrollmentToken, token_id, principal, "enrollment token")
     row.revoked_at = row.revoked_at or datetime.now(UTC)
@@ -108,8 +117,9 @@ async def list_users(principal: OrgPrincipalDep, session: SessionDep) -> list[Us
         User.org_id == principal.org_id).order_by(User.email))).scalars())
 
 
-@router.post("/users", response_model=UserPublic, status_code=status.HTTP_201_CREATED)
-async def create_user(body: UserCreate, principal: UserPrincipalDep,
+@router.post("/users", response_model=UserPublic, status_code=status.HTTP_201_CREATED,
+             responses=CONFLICT)
+async def create_user(body: UserCreate, principal: AdminUserDep,
                       session: SessionDep) -> User:
     try:
         user = await accounts.create_user(session, principal.org_id, body.email, body.password,
@@ -120,8 +130,9 @@ async def create_user(body: UserCreate, principal: UserPrincipalDep,
     return user
 
 
-@router.delete("/users/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_user(user_id: uuid.UUID, principal: UserPrincipalDep,
+@router.delete("/users/{user_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses={**NOT_FOUND, **CONFLICT})
+async def delete_user(user_id: uuid.UUID, principal: AdminUserDep,
                       session: SessionDep) -> Response:
     user = await get_owned(session, User, user_id, principal, "user")
     if user.id == principal.user_id:

@@ -5,7 +5,8 @@ from typing import NoReturn
 
 from fastapi import APIRouter, HTTPException, Response, status
 
-from stormwatch.api.deps import OrgPrincipalDep, SessionDep
+from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
+from stormwatch.schemas.errors import CONFLICT, NOT_FOUND
 from stormwatch.schemas.storage_target import (
     StorageTargetCreate,
     StorageTargetPublic,
@@ -36,8 +37,9 @@ async def list_storage_targets(principal: OrgPrincipalDep,
     return await svc.list_targets(session, principal.org_id)
 
 
-@router.post("", response_model=StorageTargetPublic, status_code=status.HTTP_201_CREATED)
-async def create_storage_target(body: StorageTargetCreate, principal: OrgPrincipalDep,
+@router.post("", response_model=StorageTargetPublic, status_code=status.HTTP_201_CREATED,
+             responses=CONFLICT)
+async def create_storage_target(body: StorageTargetCreate, principal: AdminDep,
                                 session: SessionDep) -> StorageTargetPublic:
     try:
         out = await svc.create_target(session, principal.org_id, body)
@@ -48,7 +50,7 @@ async def create_storage_target(body: StorageTargetCreate, principal: OrgPrincip
     return out
 
 
-@router.get("/{target_id}", response_model=StorageTargetPublic)
+@router.get("/{target_id}", response_model=StorageTargetPublic, responses=NOT_FOUND)
 async def get_storage_target(target_id: uuid.UUID, principal: OrgPrincipalDep,
                              session: SessionDep) -> StorageTargetPublic:
     try:
@@ -57,9 +59,10 @@ async def get_storage_target(target_id: uuid.UUID, principal: OrgPrincipalDep,
         _raise(exc)
 
 
-@router.patch("/{target_id}", response_model=StorageTargetPublic)
+@router.patch("/{target_id}", response_model=StorageTargetPublic,
+              responses={**NOT_FOUND, **CONFLICT})
 async def update_storage_target(target_id: uuid.UUID, body: StorageTargetUpdate,
-                                principal: OrgPrincipalDep,
+                                principal: AdminDep,
                                 session: SessionDep) -> StorageTargetPublic:
     try:
         out = await svc.update_target(session, principal.org_id, target_id, body)
@@ -70,8 +73,8 @@ async def update_storage_target(target_id: uuid.UUID, body: StorageTargetUpdate,
     return out
 
 
-@router.delete("/{target_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def delete_storage_target(target_id: uuid.UUID, principal: OrgPrincipalDep,
+@router.delete("/{target_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
+async def delete_storage_target(target_id: uuid.UUID, principal: AdminDep,
                                 session: SessionDep) -> Response:
     try:
         await svc.delete_target(session, principal.org_id, target_id)

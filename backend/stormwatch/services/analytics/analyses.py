@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import uuid
 from collections.abc import Hashable, Sequence
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.services.analytics.changepoints import cyclical_pattern, level_shifts
+from stormwatch.services.analytics.detours import PathRtt, find_detours, path_key
 from stormwatch.services.analytics.queries import (
     KIND_SPECS,
     Filters,
@@ -24,16 +24,22 @@ from stormwatch.services.analytics.queries import (
     group_fn,
     load_fleet,
     load_grouped,
+    load_levels,
     target_providers,
 )
+from stormwatch.services.analytics.sketches import Sketch, merge_sketches
 from stormwatch.services.analytics.stats import (
     Distribution,
+    Moments,
+    beyond_count,
     cv_rmse,
     pct_label,
     welch_t_test,
 )
 
 MAX_WINDOWS = 20_000
+# Level shifts and cycles return one median per window: two weeks of 30 s windows.
+MAX_LEVEL_WINDOWS = 2 * 7 * 2880
 
 
 def _label(g: Hashable) -> Any:
@@ -69,11 +75,44 @@ def _check_window(f: Filters, window_s: int) -> None:
         raise QueryError("window_s", f"more than {MAX_WINDOWS} windows: widen window_s")
 
 
+def _range_stat(dists: Sequence[Distribution], stat: str) -> float | None:
+    """A statistic of the union of a group's windows: their samples or merged sketches."""
+    m = Moments()
+    for d in dists:
+        m.add(d.moments)
+    if not stat.startswith("p") or stat in HEATMAP_STATS:
+        return _stat_value(Distribution(m), stat)
+    q = _parse_pct_stat(stat, "rank_by") / 100
+    if all(d.values is not None for d in dists):
+        merged = Distribution.exact(
+            np.concatenate([d.values for d in dists if d.values is not None]))
+    else:
+        sk = merge_sketches(d.sketch if d.sketch is not None else Sketch.from_values(
+            d.values if d.values is not None else []) for d in dists)
+        merged = Distribution.sketched(sk, m)
+    return merged.quantiles([q])[0]
+
+
+def rank_groups(stats: dict[Any, float | None], limit: int) -> list[Any]:
+    """The most telling groups: half (rounded up) with the highest statistic, the rest with
+    the lowest, highest first; groups without a value are left out."""
+    ranked = sorted((k for k, v in stats.items() if v is not None),
+                    key=lambda k: (-(stats[k] or 0.0), str(k)))
+    if len(ranked) <= limit:
+        return ranked
+    top = (limit + 1) // 2
+    return ranked[:top] + ranked[len(ranked) - (limit - top):]
+
+
 async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
-                 window_s: int, percentiles: Sequence[float], group_by: str = "all"
-                 ) -> dict[str, Any]:
-    """Windowed statistics; percentiles of each window come from its samples or sketch."""
+                 window_s: int, percentiles: Sequence[float], group_by: str = "all",
+                 rank_by: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Windowed statistics; percentiles of each window come from its samples or sketch.
+    With `limit`, only the groups with data whose `rank_by` statistic over the whole range
+    is highest (half) or lowest (the rest), in that order."""
     _check_window(f, window_s)
+    if rank_by is not None and rank_by not in HEATMAP_STATS:
+        _parse_pct_stat(rank_by, "rank_by")
     fleet = await load_fleet(session, org_id)
     grouping = await _grouping(session, org_id, kind, group_by, fleet)
     g = await load_grouped(session, org_id, kind, f, grouping, fleet, window_s=window_s)
@@ -81,6 +120,14 @@ async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters
     qs = [p / 100 for p in percentiles]
     labels = [pct_label(p) for p in percentiles]
     keys = sorted(g.groups, key=lambda k: (str(k[0]), k[1]))
+    if limit is not None:
+        windows: dict[Any, list[Distribution]] = {}
+        for k in keys:
+            windows.setdefault(k[0], []).append(g.groups[k])
+        chosen = rank_groups({grp: _range_stat(ds, rank_by or "p50")
+                              for grp, ds in windows.items()}, limit)
+        order = {grp: i for i, grp in enumerate(chosen)}
+        keys = sorted((k for k in keys if k[0] in order), key=lambda k: (order[k[0]], k[1]))
     qv = g.quantiles(keys, qs)
     for i, (grp, w) in enumerate(keys):
         m = g.groups[(grp, w)].moments
@@ -90,10 +137,13 @@ async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters
                                "max": m.maximum if m.count else None}
         row.update((lab, None if not np.isfinite(v) else float(v))
                    for lab, v in zip(labels, qv[i], strict=True))
-        by_group.setdefault(_label(grp), []).append(row)
+        row["beyond"] = {lab: beyond_count(m.count, q) for lab, q in zip(labels, qs,
+                                                                          strict=True)}
+        # Keyed by the group itself: the label of a tuple group (a pair) is a list.
+        by_group.setdefault(grp, []).append(row)
     return {"source": g.source.as_dict(), "kind": kind, "window_s": window_s,
             "percentiles": labels,
-            "groups": [{"group": k, "windows": v} for k, v in by_group.items()]}
+            "groups": [{"group": _label(k), "windows": v} for k, v in by_group.items()]}
 
 
 async def distribution(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
@@ -143,14 +193,14 @@ def _stat_value(d: Distribution, stat: str) -> float | None:
     return d.quantiles([p / 100])[0]
 
 
-def _parse_pct_stat(stat: str) -> float:
+def _parse_pct_stat(stat: str, param: str = "stat") -> float:
     try:
         p = float(stat.lstrip("pP").replace("_", "."))
     except ValueError:
-        raise QueryError("stat", f"stat must be one of {', '.join(HEATMAP_STATS)} or a "
+        raise QueryError(param, f"{param} must be one of {', '.join(HEATMAP_STATS)} or a "
                          "percentile such as p50, p99, p99.99") from None
     if not stat.lower().startswith("p") or not 0 <= p <= 100:
-        raise QueryError("stat", "percentile stats look like p50, p99.9")
+        raise QueryError(param, "percentile stats look like p50, p99.9")
     return p
 
 
@@ -176,8 +226,12 @@ async def heatmap(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filter
         values = [_stat_value(g.groups[k], stat) for k in keys]
     rows = sorted({k[0] for k in keys})
     cols = sorted({k[1] for k in keys})
+    q_stat = _parse_pct_stat(stat) / 100 if stat not in HEATMAP_STATS else None
     cells = [{"src": k[0], "dst": k[1], "value": v, "count": g.groups[k].moments.count,
-              "samples": g.groups[k].moments.samples} for k, v in zip(keys, values, strict=True)]
+              "samples": g.groups[k].moments.samples,
+              "beyond": None if q_stat is None else beyond_count(g.groups[k].moments.count,
+                                                                 q_stat)}
+             for k, v in zip(keys, values, strict=True)]
     return {"source": g.source.as_dict(), "kind": kind, "level": level, "stat": stat,
             "rows": rows, "columns": cols, "cells": cells}
 
@@ -287,48 +341,75 @@ async def storage_replication(session: AsyncSession, org_id: uuid.UUID, f: Filte
     return {"source": g.source.as_dict(), "rows": rows}
 
 
+def _check_level_windows(f: Filters, window_s: int) -> None:
+    if window_s <= 0:
+        raise QueryError("window_s", "window_s must be positive")
+    if (f.end - f.start).total_seconds() / window_s > MAX_LEVEL_WINDOWS:
+        raise QueryError("window_s", f"more than {MAX_LEVEL_WINDOWS} windows: widen window_s")
+
+
 async def _windowed_medians(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
-                            window_s: int, stat: str = "p50") -> tuple[Any, np.ndarray, np.ndarray]:
-    _check_window(f, window_s)
-    g = await load_grouped(session, org_id, kind, f, lambda k: "all", window_s=window_s)
-    if not g.groups:
-        return g.source, np.zeros(0), np.zeros(0)
-    start = int(g.source.start.timestamp()) // window_s * window_s
-    end = int(math.ceil(g.source.end.timestamp() / window_s)) * window_s
-    times = np.arange(start, end, window_s)
-    vals = np.full(times.size, np.nan)
-    p = _parse_pct_stat(stat) / 100 if stat != "mean" else None
-    for (_, w), d in g.groups.items():
-        i = (w - start) // window_s
-        if 0 <= i < times.size:
-            v = d.moments.mean if p is None else d.quantiles([p])[0]
-            vals[i] = np.nan if v is None else v
-    return g.source, times, vals
+                            window_s: int) -> tuple[Any, np.ndarray, np.ndarray]:
+    """Window levels that are not quantised: exact medians from raw samples or from the
+    rollups' median columns (`queries.load_levels`), never sketch bins."""
+    _check_level_windows(f, window_s)
+    lv = await load_levels(session, org_id, kind, f, window_s)
+    if not lv.groups or not np.isfinite(lv.values[0]).any():
+        return lv.source, np.zeros(0), np.zeros(0)
+    return lv.source, lv.times, lv.values[0]
+
+
+def _shift_rows(r: dict[str, Any], times: np.ndarray) -> list[dict[str, Any]]:
+    return [{"time": datetime.fromtimestamp(int(times[s["index"]]), UTC),
+             "window_index": s["index"], "step": s["step"],
+             "direction": "up" if s["step"] > 0 else "down",
+             "level_before": s["level_before"], "level_after": s["level_after"],
+             "z": s["z"], "confidence": s["confidence"]} for s in r["shifts"]]
 
 
 async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
-                             window_s: int, min_step: float | None) -> dict[str, Any]:
-    """Seed 003 Lesson 11: change points of the windowed medians, with segment levels and
-    step sizes."""
-    source, times, vals = await _windowed_medians(session, org_id, kind, f, window_s)
-    r: dict[str, Any] = (level_shifts(vals, min_step=min_step) if times.size
-                         else {"breakpoints": [], "segments": [], "noise": 0.0})
+                             window_s: int, min_step: float | None, group_by: str = "all"
+                             ) -> dict[str, Any]:
+    """Seed 003 Lesson 11: level shifts of the window medians, with the segment levels. With
+    `group_by` other than `all`, each group (e.g. each pair) is analysed on its own and
+    listed under `groups` (shifts and noise only)."""
+    _check_level_windows(f, window_s)
+    fleet = await load_fleet(session, org_id)
+    grouping = await _grouping(session, org_id, kind, group_by, fleet)
+    lv = await load_levels(session, org_id, kind, f, window_s, grouping, fleet)
+    times = lv.times
+    none: dict[str, Any] = {"breakpoints": [], "segments": [], "noise": 0.0, "shifts": [],
+                            "cycles_removed": []}
+    per_group = []
+    for j, g in enumerate(lv.groups):
+        vals = lv.values[j]
+        r = level_shifts(vals, min_step=min_step) if np.isfinite(vals).any() else none
+        per_group.append((g, vals, r))
+    out: dict[str, Any] = {"source": lv.source.as_dict(), "kind": kind, "window_s": window_s,
+                           "group_by": group_by, "noise": 0.0, "cycles_removed_s": [],
+                           "shifts": [], "segments": [], "medians": []}
+    if group_by != "all":
+        out["groups"] = [{"group": _label(g), "noise": r["noise"],
+                          "cycles_removed_s": [p * window_s for p in r["cycles_removed"]],
+                          "shifts": _shift_rows(r, times)}
+                         for g, _, r in sorted(per_group, key=lambda x: str(x[0]))]
+        return out
+    if not per_group:
+        return out
+    _, vals, r = per_group[0]
 
     def ts(i: int) -> datetime:
         return datetime.fromtimestamp(int(times[i]), UTC)
 
-    shifts = []
-    for seg in r["segments"][1:]:
-        shifts.append({"time": ts(seg["start_index"]), "window_index": seg["start_index"],
-                       "step": seg["step"], "level_after": seg["level"],
-                       "level_before": seg["level"] - seg["step"]})
-    return {"source": source.as_dict(), "kind": kind, "window_s": window_s,
-            "noise": r["noise"], "shifts": shifts,
-            "segments": [{"start": ts(s["start_index"]),
-                          "end": datetime.fromtimestamp(int(times[s["end_index"]]) + window_s, UTC),
-                          "level": s["level"], "step": s["step"]} for s in r["segments"]],
-            "medians": [{"start": ts(i), "p50": None if not np.isfinite(v) else float(v)}
-                        for i, v in enumerate(vals)]}
+    out.update({
+        "noise": r["noise"], "shifts": _shift_rows(r, times),
+        "cycles_removed_s": [p * window_s for p in r["cycles_removed"]],
+        "segments": [{"start": ts(s["start_index"]),
+                      "end": datetime.fromtimestamp(int(times[s["end_index"]]) + window_s, UTC),
+                      "level": s["level"], "step": s["step"]} for s in r["segments"]],
+        "medians": [{"start": ts(i), "p50": None if not np.isfinite(v) else float(v)}
+                    for i, v in enumerate(vals)]})
+    return out
 
 
 async def cycles(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
@@ -357,36 +438,21 @@ async def asymmetry(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filt
 
 async def detours(session: AsyncSession, org_id: uuid.UUID, f: Filters, level: str,
                   tolerance: float, min_excess: float) -> dict[str, Any]:
-    """Seed 004 §IV-B: RTT(A,C) close to RTT(A,B) + RTT(B,C) (within `tolerance`) and well
-    above its peers (the median RTT from A to its other destinations x `min_excess`)."""
-    h = await heatmap(session, org_id, "mesh", f, level, "p50")
-    m = {(c["src"], c["dst"]): c["value"] for c in h["cells"] if c["value"] is not None}
-    nodes = sorted({k[0] for k in m} | {k[1] for k in m})
-    found = []
-    for a in nodes:
-        peers = [v for (s, d), v in m.items() if s == a and d != a]
-        for c in nodes:
-            if a == c or (a, c) not in m:
-                continue
-            direct = m[(a, c)]
-            others = [v for (s, d), v in m.items() if s == a and d not in (a, c)]
-            peer_median = float(np.median(others)) if others else None
-            for b in nodes:
-                if b in (a, c) or (a, b) not in m or (b, c) not in m:
-                    continue
-                via = m[(a, b)] + m[(b, c)]
-                if m[(a, b)] >= direct or m[(b, c)] >= direct:
-                    continue
-                if abs(via - direct) <= tolerance * direct:
-                    excess = direct / peer_median if peer_median else None
-                    if excess is None or excess >= min_excess:
-                        found.append({"src": a, "dst": c, "via": b, "direct_us": direct,
-                                      "via_us": via, "via_ratio": via / direct,
-                                      "peer_median_us": peer_median, "excess": excess})
-        del peers
-    found.sort(key=lambda d: abs(1 - d["via_ratio"]))
-    return {"source": h["source"], "level": level, "tolerance": tolerance,
-            "min_excess": min_excess, "detours": found}
+    """Seed 004 §IV-B by physics and comparison (`services/analytics/detours.py`): median
+    RTTs per path (places at `level`, region or zone, and the two ends' providers)."""
+    if level not in ("region", "zone"):
+        raise QueryError("level", "level must be region or zone")
+    fleet = await load_fleet(session, org_id)
+    g = await load_grouped(session, org_id, "mesh", f, lambda k: (
+        fleet.level_of(k[0], level), fleet.level_of(k[1], level),
+        fleet.level_of(k[0], "provider"), fleet.level_of(k[1], "provider")), fleet)
+    keys = sorted(g.groups, key=str)
+    p50 = g.quantiles(keys, [0.5])[:, 0]
+    paths = [PathRtt(*path_key(*k), rtt_us=float(v))
+             for k, v in zip(keys, p50, strict=True) if np.isfinite(v)]
+    return {"source": g.source.as_dict(), "level": level, "tolerance": tolerance,
+            "min_excess": min_excess,
+            "detours": find_detours(paths, tolerance=tolerance, min_excess=min_excess)}
 
 
 async def welch(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters, group_by: str,
@@ -431,11 +497,13 @@ def series_csv(result: dict[str, Any]) -> str:
     w = csv.writer(buf)
     cols = ["start", "samples", "count", "loss_rate", "mean", "std", "min", "max",
             *result["percentiles"]]
-    w.writerow(["group", *cols])
+    beyond = [f"{p}_beyond" for p in result["percentiles"]]
+    w.writerow(["group", *cols, *beyond])
     for grp in result["groups"]:
         label = grp["group"] if not isinstance(grp["group"], list) else "->".join(
             map(str, grp["group"]))
         for row in grp["windows"]:
             w.writerow([label] + [row["start"].isoformat() if c == "start" else
-                                  ("" if row.get(c) is None else row.get(c)) for c in cols])
+                                  ("" if row.get(c) is None else row.get(c)) for c in cols]
+                       + [row.get("beyond", {}).get(p, "") for p in result["percentiles"]])
     return buf.getvalue()

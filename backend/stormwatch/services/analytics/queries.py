@@ -23,6 +23,7 @@ from stormwatch.services.analytics.sketches import (
     grouped_quantiles,
 )
 from stormwatch.services.analytics.stats import Distribution, Moments
+from stormwatch.services.rollups import grouped_weighted_medians, sort_by_group_then_value
 
 Kind = Literal["mesh", "quorum", "storage", "throughput"]
 Resolution = Literal["auto", "raw", "1m", "5m", "1h", "1d"]
@@ -45,6 +46,9 @@ SERIES_INDEXED_LEVELS = (60, 300)
 MINUTE_INDEX_SKETCH_MAX = 1500
 # Beyond this span, hourly answers merge day-to-date sketches rather than every hour's.
 DAY_TO_DATE_MIN_SPAN = timedelta(hours=4)
+# A rollup answer's samples after its last rolled minute come raw, at most this far back from
+# the range's end (a worker down for hours leaves a gap rather than a huge raw read).
+RAW_TAIL_MAX = RAW_MAX_FLEET
 
 
 class QueryError(ValueError):
@@ -264,6 +268,41 @@ def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
     return Source(res, _floor(f.start, s), _ceil(f.end, s))  # type: ignore[arg-type]
 
 
+def raw_tail(source: Source, f: Filters, rolled_until: datetime | None
+             ) -> tuple[datetime, datetime] | None:
+    """The part of a rollup-resolution answer read from raw samples: from where the org's
+    minute rollups in range stop (`rolled_until`, the end of the last minute rolled; None
+    when none is) to the requested end, never before the range's start nor more than
+    RAW_TAIL_MAX before its end. The minute pass rolls only whole, settled minutes and the
+    coarser levels are rolled from them, so the rollups hold the samples before
+    `rolled_until` and the raw tail those after: the two never overlap. None when the
+    rollups cover the whole range or the answer is raw anyway."""
+    if source.resolution == "raw":
+        return None
+    start = f.start if rolled_until is None else max(rolled_until, f.start)
+    start = max(start, f.end - RAW_TAIL_MAX)
+    return (start, f.end) if start < f.end else None
+
+
+def _with_raw_tail(grouped: Grouped, tail: dict[Any, Distribution]) -> Grouped:
+    """Rollup distributions with the raw tail's samples merged in (as sketches, so every
+    group keeps the rollups' 1% guarantee and one representation)."""
+    if not tail:
+        return grouped
+    out = dict(grouped.groups)
+    for k, t in tail.items():
+        sk = Sketch.from_values(t.values if t.values is not None else [])
+        m = Moments()
+        m.add(t.moments)
+        base = out.get(k)
+        if base is not None:
+            m.add(base.moments)
+            if base.sketch is not None:
+                sk = base.sketch.merge(sk)
+        out[k] = Distribution.sketched(sk, m)
+    return Grouped(grouped.source, out)
+
+
 def _selected_agents(fleet: Fleet, f: Filters) -> set[uuid.UUID] | None:
     """Agents allowed by the metadata filters (None: no restriction)."""
     if not (f.agents or f.regions or f.zones or f.providers):
@@ -437,30 +476,38 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
                            fleet.complete_from(kind))
     params.update(s=source.start, e=source.end)
     nk = len(spec.keys)
-    keys_sql = ", ".join(spec.keys)
     prefix = spec.value_prefix
     if kind == "storage" and f.adjusted:
         prefix = "adj_latency_us"
+    value_sql = ADJUSTED_RAW if (kind == "storage" and f.adjusted) else spec.raw_value
+    raw_sql = _packed_raw_sql(spec, value_sql, where)
     if source.resolution == "raw":
-        value_sql = ADJUSTED_RAW if (kind == "storage" and f.adjusted) else spec.raw_value
-        sql = (f"SELECT {keys_sql}, extract(epoch FROM time)::float8 AS t, "
-               f"({value_sql})::float8 AS v, ({spec.raw_failure}) AS failed "
-               f"FROM {spec.raw_table} WHERE org_id = :org AND time >= :s AND time < :e"
-               + "".join(f" AND {c}" for c in where) + f" LIMIT {RAW_ROW_LIMIT + 1}")
-        rows = (await session.execute(text(sql), params)).all()
-        if len(rows) > RAW_ROW_LIMIT:
+        rows = (await session.execute(text(raw_sql), params)).all()
+        if sum(int(r[nk]) for r in rows) > RAW_ROW_LIMIT:
             raise QueryError("resolution", "more than 5 million raw samples in range: narrow "
                              "the range or filters, or use a rollup resolution")
-        return Grouped(source, _group_raw(rows, nk, group, window_s))
+        return Grouped(source, _group_packed_raw(rows, nk, group, window_s))
+    # Where the org's minute rollups in range end (the (org, resolution, time) index answers).
+    last_minute = (await session.execute(text(
+        f"SELECT max(bucket_start) FROM {spec.table} WHERE org_id = :org AND bucket_s = 60 "
+        "AND bucket_start >= :s AND bucket_start < :e"), params)).scalar()
+    rolled_until = None if last_minute is None else last_minute + timedelta(minutes=1)
+    tail: dict[Any, Distribution] = {}
+    span = raw_tail(source, f, rolled_until)
+    if span is not None:
+        tail_rows = (await session.execute(text(raw_sql),
+                                           {**params, "s": span[0], "e": span[1]})).all()
+        tail = _group_packed_raw(tail_rows, nk, group, window_s)
     if (source.resolution == "1h" and window_s is None
             and source.end - source.start > DAY_TO_DATE_MIN_SPAN):
         dtd = await _load_day_to_date(session, spec, prefix, params, where, group, source)
         if dtd is not None:
-            return Grouped(source, *dtd)
+            return _with_raw_tail(Grouped(source, *dtd), tail)
     assert source.bucket_s is not None
     rows = (await session.execute(text(_packed_rollups_sql(spec, prefix, where, source.bucket_s)),
                                   params)).all()
-    return Grouped(source, *_group_packed_rollups(rows, nk, group, window_s))
+    return _with_raw_tail(Grouped(source, *_group_packed_rollups(rows, nk, group, window_s)),
+                          tail)
 
 
 def _packed(expr: str, send: str) -> str:
@@ -668,35 +715,69 @@ def _group_key(group: GroupFn, keys: tuple[Any, ...], t: float, window_s: int | 
     return (g, int(t // window_s) * window_s)
 
 
-def _group_raw(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | None
-               ) -> dict[Any, Distribution]:
+def _packed_raw_sql(spec: KindSpec, value_sql: str, where: list[str]) -> str:
+    """One row per series with its samples' times, values (NaN without one) and failure
+    flags packed as binary columns: a few million samples reach numpy as a few byte strings
+    per series instead of a Python row each (a 2 M sample summary went from ~19 s to a few).
+    The inner LIMIT bounds the read; more than RAW_ROW_LIMIT rows is refused."""
+    keys_sql = ", ".join(spec.keys)
+    inner = (f"SELECT {keys_sql}, time, ({value_sql})::float8 AS v, "
+             f"({spec.raw_failure}) AS failed FROM {spec.raw_table} WHERE org_id = :org "
+             f"AND time >= :s AND time < :e" + "".join(f" AND {c}" for c in where)
+             + f" LIMIT {RAW_ROW_LIMIT + 1}")
+    return (f"SELECT {keys_sql}, count(*), "
+            f"string_agg(float8send(extract(epoch FROM time)::float8), ''::bytea), "
+            f"string_agg(float8send(coalesce(v, 'NaN')), ''::bytea), "
+            f"string_agg(boolsend(failed), ''::bytea) FROM ({inner}) r GROUP BY {keys_sql}")
+
+
+def _group_packed_raw(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | None
+                      ) -> dict[Any, Distribution]:
+    """Exact distributions per group (and window) from `_packed_raw_sql` rows."""
     index: dict[Any, int] = {}
     cache: dict[tuple[Any, ...], Any] = {}
-    gid = np.full(len(rows), -1, dtype=np.int64)
-    vals = np.empty(len(rows))
-    failed = np.zeros(len(rows), dtype=bool)
-    for i, r in enumerate(rows):
-        g = _group_key(group, tuple(r[:nk]), r[nk], window_s, cache)
+    gids: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    fails: list[np.ndarray] = []
+    for r in rows:
+        g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
         if g is None:
             continue
-        j = index.get(g)
-        if j is None:
-            j = index[g] = len(index)
-        gid[i] = j
-        v = r[nk + 1]
-        vals[i] = np.nan if v is None else v
-        failed[i] = bool(r[nk + 2])
-    keep = gid >= 0
-    gid, vals, failed = gid[keep], vals[keep], failed[keep]
-    order = np.argsort(gid, kind="stable")
-    gid, vals, failed = gid[order], vals[order], failed[order]
+        v = np.frombuffer(r[nk + 2], dtype=">f8").astype(np.float64)
+        if window_s is None:
+            j = index.get(g)
+            if j is None:
+                j = index[g] = len(index)
+            gid = np.full(v.size, j, dtype=np.int64)
+        else:
+            t = np.frombuffer(r[nk + 1], dtype=">f8")
+            starts, inv = np.unique((t // window_s).astype(np.int64) * window_s,
+                                    return_inverse=True)
+            ids = np.empty(starts.size, dtype=np.int64)
+            for u, w in enumerate(starts.tolist()):
+                j = index.get((g, w))
+                if j is None:
+                    j = index[(g, w)] = len(index)
+                ids[u] = j
+            gid = ids[inv.ravel()]
+        gids.append(gid)
+        vals.append(v)
+        fails.append(np.frombuffer(r[nk + 3], dtype=np.uint8).astype(bool))
+    if not index:
+        return {}
+    gid = np.concatenate(gids)
+    v = np.concatenate(vals)
+    failed = np.concatenate(fails)
+    order = sort_by_group_then_value(gid, v)  # each group's slice is sorted
+    gid, v, failed = gid[order], v[order], failed[order]
     bounds = np.searchsorted(gid, np.arange(len(index) + 1))
     out: dict[Any, Distribution] = {}
     for g, j in index.items():
         a, b = bounds[j], bounds[j + 1]
-        v = vals[a:b]
-        ok = np.isfinite(v)
-        d = Distribution.exact(v[ok], failures=int(failed[a:b].sum()))
+        gv = v[a:b]
+        ok = np.isfinite(gv)
+        d = Distribution.exact(gv[ok] if not ok.all() else gv,
+                               failures=int(failed[a:b].sum()), presorted=True)
         # Samples without a value that did not fail (none today) still count as samples.
         d.moments.samples = int(b - a)
         out[g] = d
@@ -832,3 +913,123 @@ async def target_providers(session: AsyncSession, org_id: uuid.UUID) -> dict[uui
     rows = (await session.execute(text(
         "SELECT id, provider FROM storage_targets WHERE org_id = :o"), {"o": org_id})).all()
     return {r[0]: r[1] for r in rows}
+
+
+# --- window levels (level shifts, cycles) ---------------------------------------------
+
+# Seed 003's window: minute rollups keep the medians of their two half-minutes for it.
+HALF_MINUTE = 30
+
+
+@dataclass
+class Levels:
+    """One level per group and window: exact medians from raw samples, the minute rows'
+    exact medians (or half-minute medians for 30 s windows), or the weighted median of
+    coarser rows' levels. Never a sketch bin."""
+
+    source: Source
+    window_s: int
+    times: np.ndarray  # window starts (epoch s), every window of the range
+    groups: list[Any]
+    values: np.ndarray  # (groups x windows), NaN where a window has no level
+    counts: np.ndarray  # values behind each level
+
+
+async def load_levels(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                      window_s: int, group: GroupFn | None = None,
+                      fleet: Fleet | None = None) -> Levels:
+    """Window levels per group(series key) (default: everything selected as one group) for
+    level shifts and cycles (see `Levels`)."""
+    f.validate()
+    spec = KIND_SPECS[kind]
+    group = group or (lambda k: "all")
+    await session.execute(text("SET LOCAL plan_cache_mode = force_custom_plan"))
+    fleet = fleet or await load_fleet(session, org_id)
+    params: dict[str, Any] = {"org": org_id}
+    where, n_series = _where(spec, fleet, f, params)
+    raw_since = (datetime.now(UTC) - timedelta(days=fleet.raw_retention_days)
+                 if fleet.raw_retention_days else None)
+    few = few_series(spec, f)
+    raw_max = RAW_MAX_FEW_SERIES if few else RAW_MAX_FLEET
+    raw_kept = raw_since is None or f.start >= raw_since
+    halves = window_s == HALF_MINUTE and (
+        f.resolution == "1m"
+        or (f.resolution == "auto" and (f.end - f.start > raw_max or not raw_kept)))
+    if halves:
+        source = Source("1m", _floor(f.start, 60), _ceil(f.end, 60))
+    else:
+        source = choose_source(f, few, window_s, n_series, raw_since, fleet.complete_from(kind))
+    params.update(s=source.start, e=source.end)
+    adjusted = kind == "storage" and f.adjusted
+    prefix = "adj_latency_us" if adjusted else spec.value_prefix
+    conds = "".join(f" AND {c}" for c in where)
+    keys_sql = ", ".join(spec.keys)
+    nk = len(spec.keys)
+    index: dict[Any, int] = {}
+    cache: dict[tuple[Any, ...], Any] = {}
+    parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # (group, t, v, w)
+    if source.resolution == "raw":
+        value_sql = ADJUSTED_RAW if adjusted else spec.raw_value
+        rows = (await session.execute(text(
+            f"SELECT {keys_sql}, count(*), string_agg(float8send(extract(epoch FROM time)"
+            f"::float8), ''::bytea), string_agg(float8send(coalesce(v, 'NaN')), ''::bytea) "
+            f"FROM (SELECT {keys_sql}, time, ({value_sql})::float8 AS v FROM {spec.raw_table} "
+            f"WHERE org_id = :org AND time >= :s AND time < :e{conds} "
+            f"LIMIT {RAW_ROW_LIMIT + 1}) r GROUP BY {keys_sql}"), params)).all()
+        if sum(int(r[nk]) for r in rows) > RAW_ROW_LIMIT:
+            raise QueryError("resolution", "more than 5 million raw samples in range: widen "
+                             "window_s to a multiple of 60 s or use a rollup resolution")
+        for r in rows:
+            g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
+            if g is None:
+                continue
+            j = index.setdefault(g, len(index))
+            v = np.frombuffer(r[nk + 2], dtype=">f8").astype(np.float64)
+            parts.append((j, np.frombuffer(r[nk + 1], dtype=">f8").astype(np.float64), v,
+                          np.ones(v.size)))
+    else:
+        rows = (await session.execute(text(
+            f"SELECT {keys_sql}, extract(epoch FROM bucket_start)::float8, {prefix}_count, "
+            f"{prefix}_median, {prefix}_half_medians FROM {spec.table} WHERE org_id = :org "
+            f"AND bucket_s = {int(RES_SECONDS[source.resolution])} AND bucket_start >= :s "
+            f"AND bucket_start < :e AND {prefix}_median IS NOT NULL{conds}"), params)).all()
+        by_group: dict[int, list[Any]] = {}
+        for r in rows:
+            g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
+            if g is None:
+                continue
+            by_group.setdefault(index.setdefault(g, len(index)), []).append(r)
+        for j, grows in by_group.items():
+            t0 = np.array([r[nk] for r in grows], dtype=np.float64)
+            n = np.array([r[nk + 1] or 0 for r in grows], dtype=np.float64)
+            if halves:
+                hv = np.array([[np.nan if x is None else x for x in (r[nk + 3] or (None, None))]
+                               for r in grows], dtype=np.float64).reshape(-1, 2)
+                # Each half carries about half the minute's samples.
+                parts.append((j, np.concatenate([t0, t0 + HALF_MINUTE]),
+                              np.concatenate([hv[:, 0], hv[:, 1]]), np.concatenate([n, n]) / 2))
+            else:
+                v = np.array([np.nan if r[nk + 2] is None else r[nk + 2] for r in grows],
+                             dtype=np.float64)
+                parts.append((j, t0, v, n))
+    start = int(source.start.timestamp()) // window_s * window_s
+    end = int(math.ceil(source.end.timestamp() / window_s)) * window_s
+    times = np.arange(start, end, window_s, dtype=np.int64)
+    n_groups, n_windows = len(index), times.size
+    values = np.full((n_groups, n_windows), np.nan)
+    counts = np.zeros((n_groups, n_windows))
+    if parts and n_windows:
+        gj = np.concatenate([np.full(p[1].size, p[0], dtype=np.int64) for p in parts])
+        t = np.concatenate([p[1] for p in parts])
+        v = np.concatenate([p[2] for p in parts])
+        w = np.concatenate([p[3] for p in parts]).astype(np.float64)
+        wi = ((t // window_s) * window_s - start).astype(np.int64) // window_s
+        keep = (wi >= 0) & (wi < n_windows)
+        cell = gj[keep] * n_windows + wi[keep]
+        v, w = v[keep], w[keep]
+        values = grouped_weighted_medians(v, w, cell, n_groups * n_windows).reshape(
+            n_groups, n_windows)
+        ok = np.isfinite(v)
+        counts = np.bincount(cell[ok], weights=w[ok], minlength=n_groups * n_windows).astype(
+            np.float64).reshape(n_groups, n_windows)
+    return Levels(source, window_s, times, list(index), values, counts)

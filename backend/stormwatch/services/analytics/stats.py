@@ -24,6 +24,16 @@ def pct_label(p: float) -> str:
     return "p" + text.replace(".", "_")
 
 
+def beyond_count(count: float, q: float) -> int:
+    """Samples above the percentile's rank: the p-th percentile is the sample of rank
+    floor(q (n - 1)) (0-based), so n - 1 - that rank lie beyond it (seed 003 Lesson 7: a
+    tail percentile with few samples beyond it is not supported by the data)."""
+    n = int(round(count))
+    if n <= 0:
+        return 0
+    return n - 1 - int(math.floor(q * (n - 1) + 1e-9))
+
+
 def parse_percentiles(text: str | Sequence[float]) -> list[float]:
     if isinstance(text, str):
         items = [t.strip().lstrip("pP").replace("_", ".") for t in text.split(",") if t.strip()]
@@ -85,8 +95,10 @@ class Distribution:
 
     @classmethod
     def exact(cls, values: NDArray[np.float64] | Sequence[float],
-              failures: int = 0) -> Distribution:
-        v = np.sort(np.asarray(values, dtype=np.float64))
+              failures: int = 0, presorted: bool = False) -> Distribution:
+        v = np.asarray(values, dtype=np.float64)
+        if not presorted:
+            v = np.sort(v)
         m = Moments(samples=int(v.size) + failures, failures=failures, count=int(v.size),
                     total=float(v.sum()), total_sq=float(np.dot(v, v)),
                     minimum=float(v[0]) if v.size else math.inf,
@@ -110,7 +122,8 @@ class Distribution:
         if self.count == 0:
             return [None for _ in qs]
         if self.values is not None:
-            return [float(x) for x in np.quantile(self.values, list(qs))]
+            # The lower rank, as the sketches (docs/analysis.md, "One percentile rule").
+            return [float(x) for x in np.quantile(self.values, list(qs), method="lower")]
         assert self.sketch is not None
         out = quantiles_from_bins(self.sketch.offset, self.sketch.counts, self.sketch.zero_count,
                                   qs)
@@ -121,6 +134,10 @@ class Distribution:
     def percentiles(self, ps: Sequence[float]) -> dict[str, float | None]:
         return dict(zip([pct_label(p) for p in ps], self.quantiles([p / 100 for p in ps]),
                         strict=True))
+
+    def beyond(self, ps: Sequence[float]) -> dict[str, int]:
+        """How many samples lie above each percentile (keyed like `percentiles`)."""
+        return {pct_label(p): beyond_count(self.count, p / 100) for p in ps}
 
     def summary(self, percentiles: Sequence[float] = SUMMARY_PERCENTILES) -> dict[str, Any]:
         m = self.moments
@@ -138,6 +155,7 @@ class Distribution:
             "min": m.minimum if m.count else None,
             "max": m.maximum if m.count else None,
             "percentiles": pcts,
+            "beyond": self.beyond(percentiles),
             "p99_99_over_mean": (p9999 / mean) if (mean and p9999 is not None) else None,
             "max_over_mean": (m.maximum / mean) if (mean and m.count) else None,
             "exact": self.is_exact,
@@ -171,13 +189,15 @@ class Distribution:
             return []
         vals, w = self._points()
         idx = np.floor(vals / bucket_width).astype(np.int64)
-        lo, hi = int(idx.min()), int(idx.max())
-        if hi - lo + 1 > max_buckets:
-            raise ValueError(
-                f"bucket width {bucket_width} gives {hi - lo + 1} buckets (max {max_buckets})")
-        counts = np.bincount(idx - lo, weights=w)
-        return [{"lower": (lo + i) * bucket_width, "upper": (lo + i + 1) * bucket_width,
-                 "count": float(c)} for i, c in enumerate(counts) if c > 0]
+        # Only non-empty buckets count against the limit: buckets narrow enough to resolve a
+        # 75 ms body to 50 us stay allowed when rare spikes reach seconds.
+        keys, inv = np.unique(idx, return_inverse=True)
+        if keys.size > max_buckets:
+            raise ValueError(f"bucket width {bucket_width} gives {keys.size} non-empty "
+                             f"buckets (max {max_buckets})")
+        counts = np.bincount(inv.ravel(), weights=w)
+        return [{"lower": int(k) * bucket_width, "upper": (int(k) + 1) * bucket_width,
+                 "count": float(c)} for k, c in zip(keys.tolist(), counts, strict=True)]
 
     def cdf(self, tail_fraction: float | None = None,
             max_points: int = 2000) -> list[dict[str, float]]:

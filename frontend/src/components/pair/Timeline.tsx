@@ -6,16 +6,33 @@ import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
 
 // Bands between the lines they join, then the marks (the legend's default is alphabetical).
-const LEGEND_ORDER = ["p50", "p50–p99", "p99", "p99–p99.99", "p99.99", "level (change points)", "loss"];
+const LEGEND_ORDER = ["p50", "p50–p99", "p99", "p99–p99.99", "p99.99", "level (change points)", "above the range", "loss"];
 
-/** RTT in windows: bands p50–p99 and p99–p99.99 with their edges drawn, level shifts as steps, losses as marks. */
-export function Timeline({ points, segments, log }: { points: TimelinePoint[]; segments: LevelSegment[]; log: boolean }) {
+/** The y-domain that fits the body of the distribution (p1 to p99.9 of the range), padded so
+ * the level line and p50 sit well inside it; null when the body is unknown or degenerate. */
+export function bodyDomain(body: [number, number] | null | undefined, log: boolean): [number, number] | null {
+  if (!body || !(body[1] > body[0]) || !(body[0] > 0)) return null;
+  const pad = (body[1] - body[0]) * 0.1;
+  return log ? [Math.max(body[0] - pad, body[0] / 1.5), body[1] + pad] : [Math.max(0, body[0] - pad), body[1] + pad];
+}
+
+/** RTT in windows: bands p50–p99 and p99–p99.99 with their edges drawn, level shifts as steps, losses as marks.
+ * By default the y-range fits the body (`body`: p1..p99.9), tail values above it are drawn as marks at its top
+ * edge; `full` shows every value. */
+export function Timeline({ points, segments, log, body, full = false }: { points: TimelinePoint[]; segments: LevelSegment[]; log: boolean; body?: [number, number] | null; full?: boolean }) {
   const { palette } = useTheme();
-  const rows = timelineRows(points, segments);
-  const span = rows.length > 1 ? rows[rows.length - 1]!.t - rows[0]!.t : 0;
-  const ext = positiveExtent(rows as unknown as Record<string, unknown>[], ["p50", "p99", "p9999", "level"]);
+  const span = points.length > 1 ? Math.max(...points.map((p) => p.t)) - Math.min(...points.map((p) => p.t)) : 0;
+  const ext = positiveExtent(timelineRows(points, segments) as unknown as Record<string, unknown>[], ["p50", "p99", "p9999", "level"]);
   // Explicit, padded domain: every line stays inside the frame on both scales.
-  const domain: [number, number] | undefined = ext ? (log ? [ext[0] / 1.2, ext[1] * 1.2] : [0, ext[1] * 1.05]) : undefined;
+  const fullDomain: [number, number] | undefined = ext ? (log ? [ext[0] / 1.2, ext[1] * 1.2] : [0, ext[1] * 1.05]) : undefined;
+  const fit = full ? null : bodyDomain(body, log);
+  const domain = fit ?? fullDomain;
+  const top = fit ? fit[1] : null;
+  const rows = timelineRows(points, segments).map((r) => ({
+    ...r,
+    // A window whose tail (or median) leaves the fitted range: a mark at the top edge.
+    overMark: top !== null && [r.p50, r.p99, r.p9999].some((v) => v !== null && v > top) ? top : null,
+  }));
   const [c50, c99, c9999, cLevel] = [palette.series[0], palette.series[1], palette.series[2], palette.series[4]];
   return (
     <ResponsiveContainer width="100%" height={320}>
@@ -26,7 +43,7 @@ export function Timeline({ points, segments, log }: { points: TimelinePoint[]; s
           yAxisId="rtt"
           scale={log ? "log" : "linear"}
           domain={domain ?? (log ? ["auto", "auto"] : [0, "auto"])}
-          ticks={log && domain ? logTicks(domain[0], domain[1]) : undefined}
+          ticks={log && domain ? logTicks(domain[0], domain[1]).filter((v) => v >= domain[0] && v <= domain[1]) : undefined}
           allowDataOverflow
           tickFormatter={axisUs}
           stroke={palette.muted}
@@ -59,8 +76,9 @@ export function Timeline({ points, segments, log }: { points: TimelinePoint[]; s
         <Line yAxisId="rtt" dataKey="p99" name="p99" stroke={c99} dot={false} strokeWidth={1} isAnimationActive={false} connectNulls={false} />
         <Line yAxisId="rtt" dataKey="p9999" name="p99.99" stroke={c9999} dot={false} strokeWidth={1} isAnimationActive={false} connectNulls={false} />
         {segments.length > 0 && (
-          <Line yAxisId="rtt" dataKey="level" name="level (change points)" type="stepAfter" stroke={cLevel} strokeWidth={2} dot={false} isAnimationActive={false} connectNulls />
+          <Line yAxisId="rtt" className="level-line" dataKey="level" name="level (change points)" type="stepAfter" stroke={cLevel} strokeWidth={2} dot={false} isAnimationActive={false} connectNulls />
         )}
+        {top !== null && <Scatter yAxisId="rtt" dataKey="overMark" name="above the range" fill={c9999} shape="diamond" isAnimationActive={false} />}
         <Scatter yAxisId="loss" dataKey="lossMark" name="loss" fill={palette.danger} shape="triangle" isAnimationActive={false} />
       </ComposedChart>
     </ResponsiveContainer>

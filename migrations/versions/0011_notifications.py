@@ -6,8 +6,8 @@
 - alert_event_dispatches: primary key event_id, so an alert event is handled exactly once.
 - alert_notify_state: per alert, when it was last told (reminders) and that its firing was.
 
-Revision ID: 0010_notifications
-Revises: 0009_alerts
+Revision ID: 0011_notifications
+Revises: 0010_alerts
 Create Date: 2026-11-23
 """
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql as pg
 
-revision = "0010_notifications"
-down_revision = "0009_alerts"
+revision = "0011_notifications"
+down_revision = "0010_alerts"
 branch_labels = None
 depends_on = None
 

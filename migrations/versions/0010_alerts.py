@@ -6,8 +6,8 @@
 - alert_events: unique (alert_id, kind): each transition is told once.
 - alert_rules.eval_version: the evaluation cursor is advanced by compare-and-set.
 
-Revision ID: 0009_alerts
-Revises: 0008_advisors
+Revision ID: 0010_alerts
+Revises: 0009_rollup_levels
 Create Date: 2026-11-23
 """
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql as pg
 
-revision = "0009_alerts"
-down_revision = "0008_advisors"
+revision = "0010_alerts"
+down_revision = "0009_rollup_levels"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,192 @@
+package wanem
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"time"
+)
+
+//go:embed rtt_table.json
+var defaultTable []byte
+
+// Table holds public inter-region round trips, each with its source.
+type Table struct {
+	Regions []struct {
+		Key  string `json:"key"`
+		City string `json:"city"`
+	} `json:"regions"`
+	IntraRegion struct {
+		SameZoneRTTMs float64 `json:"same_zone_rtt_ms"`
+		CrossAZRTTMs  float64 `json:"cross_az_rtt_ms"`
+		Source        string  `json:"source"`
+	} `json:"intra_region"`
+	Pairs []struct {
+		A      string  `json:"a"`
+		B      string  `json:"b"`
+		RTTMs  float64 `json:"rtt_ms"`
+		Source string  `json:"source"`
+	} `json:"pairs"`
+}
+
+// DefaultTable is the table built into the emulator (rtt_table.json).
+func DefaultTable() (Table, error) {
+	var t Table
+	err := json.Unmarshal(defaultTable, &t)
+	return t, err
+}
+
+// RTT is the table's round trip between two regions ("provider/region"), either order.
+func (t Table) RTT(a, b string) (time.Duration, bool) {
+	for _, p := range t.Pairs {
+		if (p.A == a && p.B == b) || (p.A == b && p.B == a) {
+			return ms(p.RTTMs), true
+		}
+	}
+	return 0, false
+}
+
+func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+// Site is where an emulated agent runs.
+type Site struct {
+	Provider string `json:"provider"`
+	Region   string `json:"region"`
+	Zone     string `json:"zone"`
+}
+
+// RegionKey is "provider/region", the table's key.
+func (s Site) RegionKey() string { return s.Provider + "/" + s.Region }
+
+// PathRTT is the emulated round trip between two sites.
+func (t Table) PathRTT(a, b Site) (time.Duration, error) {
+	if a.RegionKey() == b.RegionKey() {
+		if a.Zone == b.Zone {
+			return ms(t.IntraRegion.SameZoneRTTMs), nil
+		}
+		return ms(t.IntraRegion.CrossAZRTTMs), nil
+	}
+	if d, ok := t.RTT(a.RegionKey(), b.RegionKey()); ok {
+		return d, nil
+	}
+	return 0, fmt.Errorf("no round trip in the table between %s and %s", a.RegionKey(), b.RegionKey())
+}
+
+// Config is the emulator's configuration file (JSON).
+type Config struct {
+	// APIURL and the API key in $STORMWATCH_WANEM_API_KEY resolve mesh senders (the agent id
+	// in every frame) to their site through GET /api/v1/agents.
+	APIURL     string      `json:"api_url"`
+	Seed       uint64      `json:"seed"`
+	JitterFrac float64     `json:"jitter_frac"`
+	Spike      SpikeConfig `json:"spike"`
+	Steps      StepConfig  `json:"steps"`
+	Mesh       []MeshRoute `json:"mesh"`
+	Storage    []Storage   `json:"storage"`
+	// StatusFile receives the listen addresses and the step schedule once listening.
+	StatusFile string `json:"status_file"`
+	// TableFile replaces the built-in table when set.
+	TableFile string `json:"table_file"`
+}
+
+// SpikeConfig: rare tail spikes of MinX..MaxX times the round trip (seed 003 Lesson 3),
+// capped so that they stay replies rather than losses.
+type SpikeConfig struct {
+	Prob  float64 `json:"prob"`
+	MinX  float64 `json:"min_x"`
+	MaxX  float64 `json:"max_x"`
+	CapMs float64 `json:"cap_ms"`
+}
+
+// StepConfig: Pairs cross-region region pairs step by MinMs..MaxMs of round trip at a random
+// time between FirstAfterS and FirstAfterS+SpreadS after start (seed 003 Lesson 11). Only
+// pairs of at least MinRTTMs step, so a step stays a small share of the pair's round trip.
+type StepConfig struct {
+	Pairs       int     `json:"pairs"`
+	MinRTTMs    float64 `json:"min_rtt_ms"`
+	MinMs       float64 `json:"min_ms"`
+	MaxMs       float64 `json:"max_ms"`
+	FirstAfterS float64 `json:"first_after_s"`
+	SpreadS     float64 `json:"spread_s"`
+}
+
+// MeshRoute is one agent's echo listener behind the emulator.
+type MeshRoute struct {
+	Name     string `json:"name"`
+	Listen   string `json:"listen"`
+	Upstream string `json:"upstream"`
+	Site
+}
+
+// Storage is an object-storage endpoint behind the emulator with its own profile.
+type Storage struct {
+	Name       string  `json:"name"`
+	Listen     string  `json:"listen"`
+	Upstream   string  `json:"upstream"`
+	RTTMs      float64 `json:"rtt_ms"`
+	JitterFrac float64 `json:"jitter_frac"`
+	MbitPerS   float64 `json:"mbit_per_s"`
+}
+
+// LoadConfig reads a configuration file.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ScheduledStep is a step of one region pair, as written to the status file.
+type ScheduledStep struct {
+	A       string    `json:"a"`
+	B       string    `json:"b"`
+	At      time.Time `json:"at"`
+	DeltaMs float64   `json:"delta_rtt_ms"`
+}
+
+// PlanSteps picks the stepping region pairs among those of the routes (with a round trip of
+// at least c.MinRTTMs by rtt) and their times.
+func PlanSteps(c StepConfig, routes []MeshRoute, rtt func(a, b string) (time.Duration, bool), start time.Time, seed uint64) []ScheduledStep {
+	regions := map[string]bool{}
+	for _, r := range routes {
+		regions[r.RegionKey()] = true
+	}
+	keys := make([]string, 0, len(regions))
+	for k := range regions {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var pairs [][2]string
+	for i := range keys {
+		for j := i + 1; j < len(keys); j++ {
+			if d, ok := rtt(keys[i], keys[j]); ok && d >= ms(c.MinRTTMs) {
+				pairs = append(pairs, [2]string{keys[i], keys[j]})
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	rng.Shuffle(len(pairs), func(i, j int) { pairs[i], pairs[j] = pairs[j], pairs[i] })
+	var out []ScheduledStep
+	for i := 0; i < c.Pairs && i < len(pairs); i++ {
+		at := start.Add(time.Duration((c.FirstAfterS + rng.Float64()*c.SpreadS) * float64(time.Second)))
+		delta := c.MinMs + rng.Float64()*(c.MaxMs-c.MinMs)
+		out = append(out, ScheduledStep{A: pairs[i][0], B: pairs[i][1], At: at.UTC(), DeltaMs: delta})
+	}
+	return out
+}
+
+// seedFor derives a link's random seed from the emulator's seed and the path's name.
+func seedFor(seed uint64, name string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	return seed ^ h.Sum64()
+}

@@ -1,0 +1,348 @@
+package wanem
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echoServer answers every byte it receives on a real loopback socket.
+func echoServer(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func startProxy(t testing.TB, p *Proxy) string {
+	t.Helper()
+	if err := p.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p.Addr().String()
+}
+
+func fixed(up, down *Link) Chooser {
+	return func(context.Context, []byte) (*Link, *Link, error) { return up, down, nil }
+}
+
+// roundTrips sends n small messages one at a time and returns each round trip.
+func roundTrips(t testing.TB, addr string, n int, msg []byte) []time.Duration {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, len(msg))
+	out := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out
+}
+
+func median(d []time.Duration) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func TestTheProxyAddsEachDirectionsDelayToTheRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		up, down time.Duration
+	}{
+		{"symmetric 10 ms", 5 * time.Millisecond, 5 * time.Millisecond},
+		{"asymmetric 30 ms", 20 * time.Millisecond, 10 * time.Millisecond},
+		{"cross-AZ 0.8 ms", 400 * time.Microsecond, 400 * time.Microsecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := startProxy(t, &Proxy{Upstream: echoServer(t), Choose: fixed(NewLink(tc.up, 1), NewLink(tc.down, 2))})
+			rtts := roundTrips(t, addr, 40, []byte("ping-ping-ping"))
+			want := tc.up + tc.down
+			got := median(rtts)
+			// The proxy corrects its own scheduling delay on average, so the median may land a
+			// little early; no chunk ever loses more than half its delay to the correction.
+			if got < want-want/20 || got > want+want/10+3*time.Millisecond {
+				t.Fatalf("median round trip %v, want %v (-5%%, +10%% and 3 ms of scheduling on a loaded machine)", got, want)
+			}
+			for _, r := range rtts {
+				if r < want/2 {
+					t.Fatalf("a round trip of %v, under half the emulated %v", r, want)
+				}
+			}
+		})
+	}
+}
+
+func TestJitterKeepsTheMedianAtTheBaseDelay(t *testing.T) {
+	l := NewLink(50*time.Millisecond, 7)
+	l.JitterFrac = 0.05
+	now := time.Now()
+	var d []time.Duration
+	for i := 0; i < 20001; i++ {
+		d = append(d, l.Delay(now))
+	}
+	m := median(d)
+	if diff := (m - 50*time.Millisecond).Abs(); diff > 250*time.Microsecond {
+		t.Fatalf("median %v, want 50 ms within 0.5%%", m)
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if s[len(s)/20] > 47*time.Millisecond || s[len(s)*19/20] < 53*time.Millisecond {
+		t.Fatalf("p5 %v and p95 %v do not show a 5%% jitter", s[len(s)/20], s[len(s)*19/20])
+	}
+}
+
+func TestSpikesAreRareAndTensToHundredsOfTimesTheRoundTripUpToTheCap(t *testing.T) {
+	l := NewLink(100*time.Microsecond, 3) // a 0.2 ms round trip
+	l.SpikeProb, l.SpikeMinX, l.SpikeMaxX, l.SpikeCap = 0.001, 20, 300, 50*time.Millisecond
+	now := time.Now()
+	spikes, n := 0, 200000
+	for i := 0; i < n; i++ {
+		d := l.Delay(now)
+		if d > time.Millisecond {
+			spikes++
+			extra := d - 100*time.Microsecond
+			if extra < 4*time.Millisecond || extra > 50*time.Millisecond {
+				t.Fatalf("spike of %v outside 20x..300x of 0.2 ms capped at 50 ms", extra)
+			}
+		}
+	}
+	if spikes < 140 || spikes > 260 { // 200 expected; 5 sigma either side
+		t.Fatalf("%d spikes in %d chunks, want about 200", spikes, n)
+	}
+	l.SpikeCap = 10 * time.Millisecond
+	for i := 0; i < 20000; i++ {
+		if d := l.Delay(now); d > 10*time.Millisecond+100*time.Microsecond {
+			t.Fatalf("a spike of %v passed the 10 ms cap", d)
+		}
+	}
+}
+
+func TestAStepChangesTheLevelFromItsTimeOn(t *testing.T) {
+	start := time.Now()
+	l := NewLink(10*time.Millisecond, 1)
+	l.AddStep(Step{At: start.Add(time.Minute), Delta: 3 * time.Millisecond})
+	if got := l.Level(start); got != 10*time.Millisecond {
+		t.Fatalf("level before the step %v", got)
+	}
+	if got := l.Level(start.Add(2 * time.Minute)); got != 13*time.Millisecond {
+		t.Fatalf("level after the step %v", got)
+	}
+	// Through a proxy: a step already begun shows in the measured round trip.
+	up := NewLink(5*time.Millisecond, 1)
+	up.AddStep(Step{At: start.Add(-time.Second), Delta: 5 * time.Millisecond})
+	addr := startProxy(t, &Proxy{Upstream: echoServer(t), Choose: fixed(up, NewLink(5*time.Millisecond, 2))})
+	if m := median(roundTrips(t, addr, 20, []byte("x"))); m < 14*time.Millisecond || m > 18*time.Millisecond {
+		t.Fatalf("median round trip after a 5 ms step on a 10 ms path: %v", m)
+	}
+}
+
+func TestBandwidthLimitsTheTransferOfALargeObject(t *testing.T) {
+	for _, mbit := range []float64{40, 160} {
+		t.Run(fmt.Sprintf("%.0f Mbit/s", mbit), func(t *testing.T) {
+			up := NewLink(time.Millisecond, 1)
+			up.BytesPerS = mbit * 1e6 / 8
+			addr := startProxy(t, &Proxy{Upstream: echoServer(t), Choose: fixed(up, NewLink(time.Millisecond, 2))})
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			size := 2 << 20
+			t0 := time.Now()
+			go func() { _, _ = c.Write(make([]byte, size)) }()
+			if _, err := io.ReadFull(c, make([]byte, size)); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(t0)
+			want := time.Duration(float64(size) / up.BytesPerS * float64(time.Second))
+			if took < want || took > 2*want+100*time.Millisecond {
+				t.Fatalf("2 MiB at %.0f Mbit/s took %v, want about %v", mbit, took, want)
+			}
+		})
+	}
+}
+
+func TestTheProxyPassesAHalfCloseOn(t *testing.T) {
+	addr := startProxy(t, &Proxy{Upstream: echoServer(t), Choose: fixed(NewLink(time.Millisecond, 1), NewLink(time.Millisecond, 2))})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write([]byte("last words"))
+	_ = c.(*net.TCPConn).CloseWrite()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, err := io.ReadAll(c)
+	if err != nil || string(got) != "last words" {
+		t.Fatalf("read %q, %v: want the echo then EOF", got, err)
+	}
+}
+
+// meshFrame is a frame header as the agent's mesh writes it, with a payload.
+func meshFrame(sender [16]byte, payload int) []byte {
+	b := make([]byte, meshHeaderLen+payload)
+	binary.BigEndian.PutUint32(b[0:4], meshMagic)
+	binary.BigEndian.PutUint32(b[4:8], uint32(payload))
+	binary.BigEndian.PutUint64(b[8:16], 1)
+	copy(b[16:32], sender[:])
+	return b
+}
+
+func TestTheEmulatorDelaysEachMeshSenderByItsRegionsRoundTrip(t *testing.T) {
+	table, err := DefaultTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A real HTTP server answering GET /api/v1/agents as the Stormwatch API does.
+	ids := map[string]Site{
+		"0b9f6f7e-3c1a-4d52-9a1e-1f2d3c4b5a60": {Provider: "aws", Region: "ap-south-1", Zone: "ap-south-1a"},
+		"7c1e2d3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5": {Provider: "gcp", Region: "asia-southeast1", Zone: "asia-southeast1-a"},
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/agents" || r.Header.Get("Authorization") != "Bearer swk_test" {
+			http.Error(w, "no", http.StatusUnauthorized)
+			return
+		}
+		var out []map[string]string
+		for id, s := range ids {
+			out = append(out, map[string]string{"id": id, "provider": s.Provider, "region": s.Region, "zone": s.Zone})
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	defer api.Close()
+	cfg := Config{Seed: 1, Mesh: []MeshRoute{{Name: "dst", Listen: "127.0.0.1:0", Upstream: echoServer(t),
+		Site: Site{Provider: "gcp", Region: "asia-southeast1", Zone: "asia-southeast1-b"}}}}
+	em := New(cfg, table, &APIResolver{URL: api.URL, APIKey: "swk_test"}, nil)
+	st, err := em.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = em.Serve(ctx) }()
+	for id, want := range map[string]time.Duration{
+		"0b9f6f7e-3c1a-4d52-9a1e-1f2d3c4b5a60": 60 * time.Millisecond,  // Mumbai -> Singapore
+		"7c1e2d3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5": 800 * time.Microsecond, // cross-AZ in Singapore
+	} {
+		var sender [16]byte
+		b, _ := hex.DecodeString(strings.ReplaceAll(id, "-", ""))
+		copy(sender[:], b)
+		frame := meshFrame(sender, 64)
+		m := median(roundTrips(t, st.Mesh["dst"], 15, frame))
+		if m < want-want/20 || m > want+want/10+3*time.Millisecond {
+			t.Errorf("sender %s: median round trip %v, want %v", id, m, want)
+		}
+	}
+	// A sender the API does not know gets no path: the connection is closed.
+	c, err := net.Dial("tcp", st.Mesh["dst"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write(meshFrame([16]byte{1}, 8))
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := c.Read(make([]byte, 8)); err == nil {
+		t.Fatalf("an unknown sender got %d bytes back", n)
+	}
+}
+
+func TestEveryRegionPairOfTheDefaultTableHasARoundTripAndASource(t *testing.T) {
+	table, err := DefaultTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range table.Regions {
+		for _, b := range table.Regions[i+1:] {
+			if d, ok := table.RTT(a.Key, b.Key); !ok || d <= 0 {
+				t.Errorf("no round trip for %s - %s", a.Key, b.Key)
+			}
+		}
+	}
+	for _, p := range table.Pairs {
+		if strings.TrimSpace(p.Source) == "" {
+			t.Errorf("%s - %s has no source", p.A, p.B)
+		}
+	}
+}
+
+func TestStepsPickDistinctRegionPairsWithinTheirWindow(t *testing.T) {
+	routes := []MeshRoute{{Site: Site{"aws", "a", "a1"}}, {Site: Site{"aws", "b", "b1"}}, {Site: Site{"gcp", "c", "c1"}}, {Site: Site{"gcp", "d", "d1"}}}
+	// Only the pairs of at least 150 ms may step: a-b is too short to.
+	rtt := func(x, y string) (time.Duration, bool) {
+		if (x == "aws/a" && y == "aws/b") || (x == "aws/b" && y == "aws/a") {
+			return 60 * time.Millisecond, true
+		}
+		return 200 * time.Millisecond, true
+	}
+	start := time.Now()
+	for seed := uint64(1); seed < 20; seed++ {
+		steps := PlanSteps(StepConfig{Pairs: 5, MinRTTMs: 150, MinMs: 3, MaxMs: 8, FirstAfterS: 60, SpreadS: 30}, routes, rtt, start, seed)
+		if len(steps) != 5 {
+			t.Fatalf("%d steps, want the 5 pairs of at least 150 ms", len(steps))
+		}
+		for _, s := range steps {
+			if s.A == "aws/a" && s.B == "aws/b" {
+				t.Fatalf("a 60 ms pair stepped: %+v", s)
+			}
+		}
+	}
+	steps := PlanSteps(StepConfig{Pairs: 2, MinRTTMs: 150, MinMs: 3, MaxMs: 8, FirstAfterS: 60, SpreadS: 30}, routes, rtt, start, 9)
+	if len(steps) != 2 || (steps[0].A == steps[1].A && steps[0].B == steps[1].B) {
+		t.Fatalf("steps %+v: want two distinct pairs", steps)
+	}
+	for _, s := range steps {
+		if s.At.Before(start.Add(60*time.Second)) || s.At.After(start.Add(90*time.Second)) || s.DeltaMs < 3 || s.DeltaMs > 8 {
+			t.Fatalf("step %+v outside 60-90 s and 3-8 ms", s)
+		}
+	}
+}
+
+// BenchmarkProxyAddedLatency measures what the emulator itself adds to a round trip on
+// loopback (zero-delay links): the figure docs/demo.md quotes.
+func BenchmarkProxyAddedLatency(b *testing.B) {
+	echo := echoServer(b)
+	direct := median(roundTrips(b, echo, 2000, make([]byte, 1024)))
+	addr := startProxy(b, &Proxy{Upstream: echo, Choose: fixed(NewLink(0, 1), NewLink(0, 2))})
+	b.ResetTimer()
+	via := median(roundTrips(b, addr, max(b.N, 2000), make([]byte, 1024)))
+	b.ReportMetric(float64(direct.Microseconds()), "direct-p50-us")
+	b.ReportMetric(float64(via.Microseconds()), "proxied-p50-us")
+	b.ReportMetric(float64((via - direct).Microseconds()), "added-p50-us")
+}

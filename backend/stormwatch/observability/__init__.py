@@ -1,0 +1,1 @@
+"""Prometheus metrics of the API and the worker (docs/operations.md, "Metrics")."""

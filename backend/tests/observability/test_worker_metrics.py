@@ -1,0 +1,96 @@
+"""The worker's /metrics, from a real Celery worker (prefork children) on Redis and
+PostgreSQL: rollup lag per kind and level, task durations, queue depth."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from celery import Celery
+from prometheus_client.parser import text_string_to_metric_families
+
+from stormwatch.devtools.services import free_port, wait_for_port
+from tests.conftest import REPO, Services
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+@pytest.fixture(scope="module")
+def worker(services: Services) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": services.database_url, "REDIS_URL": services.redis_url,
+           "PYTHONPATH": str(REPO / "backend"), "WORKER_METRICS_PORT": str(port)}
+    env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    log = open(services.tmp / "worker-metrics.log", "ab")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "stormwatch.worker.app", "worker", "--loglevel",
+         "WARNING", "--concurrency", "2", "--without-gossip", "--without-mingle"],
+        env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(port, 90, proc)
+        yield f"http://127.0.0.1:{port}/metrics"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def poll(url: str, ready, timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = samples(httpx.get(url, timeout=10).text)
+        if ready(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def test_the_rollup_lag_of_every_kind_and_level_is_exposed_after_a_rollup_run(services, worker):
+    client = Celery("test", broker=services.redis_url, backend=services.redis_url)
+    result = client.send_task("stormwatch.roll_up_recent_samples")
+    out = result.get(timeout=180)
+    assert set(out) == {"mesh", "quorum", "storage", "throughput"}
+
+    def ready(got: dict) -> bool:
+        return any(name == "stormwatch_worker_task_duration_seconds_count"
+                   and dict(labels).get("task") == "stormwatch.roll_up_recent_samples"
+                   for name, labels in got)
+
+    got = poll(worker, ready)
+    lag = {(dict(labels)["kind"], dict(labels)["level_s"]): v for (name, labels), v in got.items()
+           if name == "stormwatch_rollup_lag_seconds"}
+    for kind in ("mesh", "quorum", "storage", "throughput"):
+        # The pass just ran: the minute level trails now by the settle margin and a minute.
+        assert 0 <= lag.get((kind, "60"), -1) < 300, (lag, sorted(got)[:20])
+        for level in ("300", "3600", "86400"):
+            assert (kind, level) in lag, lag
+    count = got[("stormwatch_worker_task_duration_seconds_count",
+                 (("task", "stormwatch.roll_up_recent_samples"),))]
+    assert count >= 1
+    assert got[("stormwatch_worker_queue_depth", (("queue", "celery"),))] >= 0
+
+
+def test_a_failing_task_is_counted_as_a_failure(services, worker):
+    client = Celery("test", broker=services.redis_url, backend=services.redis_url)
+    result = client.send_task("stormwatch.roll_up_window", args=["mesh", "2026-01-01T00:00:00",
+                                                                 "2026-01-01T01:00:00"])
+    with pytest.raises(ValueError, match="UTC offset"):
+        result.get(timeout=120)
+    key = ("stormwatch_worker_task_failures_total", (("task", "stormwatch.roll_up_window"),))
+    got = poll(worker, lambda g: g.get(key, 0) >= 1)
+    assert got[key] >= 1

@@ -1,0 +1,180 @@
+// End-to-end: the Pair page shows what the analysis finds on a 75 ms path with a 1% step
+// (seed 003 §4.4: AWS paths jump by ~0.75 ms) and rare 30x spikes. The timeline's default
+// y-range fits the body, so the level line's two values lie inside the axis and visibly apart;
+// the title names the agents although the link carries ids only; the histogram resolves the
+// body; a tail percentile with too few samples beyond it is greyed.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { launch } from "./support/browser.mjs";
+import { enroll, postBatch, rng } from "./support/seed.mjs";
+import { FRONTEND, startStack } from "./support/stack.mjs";
+
+const SHOTS = join(FRONTEND, "e2e", "screenshots");
+const WAIT = 60_000;
+const BASE_US = 75_000;
+const RATE_HZ = 5;
+const HOURS = 2;
+
+let stack;
+let browser;
+let page;
+let base;
+let pair;
+
+async function shot(name) {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+/** Polls `probe` until it returns a truthy value or the deadline passes. */
+async function until(what, probe, timeoutMs = WAIT) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await page.waitForTimeout(100);
+  }
+}
+
+/** The level line's y pixels (distinct, rounded) and the y-axis extent, from the SVG. */
+function levelGeometry() {
+  return page.evaluate(() => {
+    const path = document.querySelector(".level-line path");
+    const axis = document.querySelector(".recharts-yAxis .recharts-cartesian-axis-line");
+    if (!path || !axis) return null;
+    const nums = (path.getAttribute("d") ?? "").match(/-?\d+(\.\d+)?/g)?.map(Number) ?? [];
+    const ys = [];
+    for (let i = 1; i < nums.length; i += 2) ys.push(Math.round(nums[i] * 10) / 10);
+    const y1 = Number(axis.getAttribute("y1"));
+    const y2 = Number(axis.getAttribute("y2"));
+    return { levels: [...new Set(ys)].sort((a, b) => a - b), top: Math.min(y1, y2), bottom: Math.max(y1, y2) };
+  });
+}
+
+/** Mesh samples of one pair: the base, +1% from the middle on, jitter, rare 30x spikes. */
+async function seedPair(src, dst, startMs, endMs) {
+  const r = rng(16);
+  const mid = startMs + (endMs - startMs) / 2;
+  const n = Math.floor(((endMs - startMs) / 1000) * RATE_HZ);
+  for (let from = 0; from < n; from += 20_000) {
+    const count = Math.min(20_000, n - from);
+    const time_us = [];
+    const rtt_us = [];
+    for (let i = from; i < from + count; i++) {
+      const t = startMs + (i * 1000) / RATE_HZ;
+      let v = (t >= mid ? BASE_US * 1.01 : BASE_US) * Math.exp(0.003 * r.normal());
+      if (r.next() < 0.0005) v *= 30;
+      time_us.push(Math.round(t * 1000));
+      rtt_us.push(Math.round(v));
+    }
+    await postBatch(base, src, {
+      mesh: {
+        peers: [dst.id],
+        time_us,
+        peer_idx: time_us.map(() => 0),
+        round: time_us.map((_, k) => from + k),
+        payload_bytes: time_us.map(() => 1024),
+        rtt_us,
+        status: time_us.map(() => 0),
+      },
+    });
+  }
+}
+
+function step(name, fn) {
+  test(name, async (t) => {
+    try {
+      await fn(t);
+    } catch (e) {
+      await page?.screenshot({ path: join(SHOTS, `fail-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`), fullPage: true }).catch(() => {});
+      throw e;
+    }
+  });
+}
+
+describe("pair fidelity", { timeout: 600_000 }, () => {
+  before(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    if (!process.env.SW_SKIP_BUILD) {
+      const b = spawnSync("npm", ["run", "build"], { cwd: FRONTEND, stdio: "inherit" });
+      assert.equal(b.status, 0, "npm run build failed");
+    }
+    stack = await startStack({ log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
+    base = stack.info.url;
+    const fleet = [
+      { name: "fid-use1", provider: "aws", region: "us-east-1", zone: "us-east-1a", subnet: "subnet-fid-1" },
+      { name: "fid-euw1", provider: "aws", region: "eu-west-1", zone: "eu-west-1a", subnet: "subnet-fid-2" },
+    ];
+    const [a, b] = await enroll(base, stack.info.enrollment_token, fleet);
+    pair = { a, b };
+    const end = Math.floor((Date.now() - 60_000) / 60_000) * 60_000;
+    pair.startMs = end - HOURS * 3600_000;
+    pair.endMs = end;
+    await seedPair(a, b, pair.startMs, pair.endMs);
+    browser = await launch();
+    page = browser.context.pages()[0] ?? (await browser.context.newPage());
+    page.setDefaultTimeout(WAIT);
+  });
+
+  after(async () => {
+    await browser?.close();
+    await stack?.stop();
+  });
+
+  step("a link with agent ids only opens the pair under the agents' names", async () => {
+    const iso = (ms) => new Date(ms).toISOString();
+    const url = `${base}/pair?level=node&src=${pair.a.id}&dst=${pair.b.id}&range=custom&from=${iso(pair.startMs)}&to=${iso(pair.endMs)}`;
+    await page.goto(url);
+    await page.getByLabel("Email").fill(stack.info.email);
+    await page.getByLabel("Password").fill(stack.info.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await page.getByRole("navigation", { name: "Main" }).waitFor();
+    await page.goto(url);
+    await page.getByRole("heading", { name: /fid-use1 → fid-euw1/ }).waitFor();
+  });
+
+  step("the level line's two values lie inside the y-axis and visibly apart", async () => {
+    const geo = await until("the level line with two levels", async () => {
+      const g = await levelGeometry();
+      return g && g.levels.length === 2 ? g : null;
+    });
+    await shot("pair-fidelity-01-body");
+    const [upper, lower] = geo.levels; // smaller y is higher on screen: the level after the step
+    assert.ok(upper >= geo.top && lower <= geo.bottom, `levels ${geo.levels} within the axis ${geo.top}..${geo.bottom}`);
+    assert.ok(lower - upper > 8, `a 1% step drawn ${lower - upper} px tall`);
+    // Spikes above the fitted range are marks at its top edge.
+    assert.ok((await page.locator(".recharts-scatter-symbol").count()) > 0, "tail marks drawn");
+  });
+
+  step("one click shows the full range, where the step flattens", async () => {
+    const before = await levelGeometry();
+    await page.getByRole("button", { name: "Full range" }).click();
+    const flat = await until("the full-range axis", async () => {
+      const g = await levelGeometry();
+      return g && g.levels.length === 2 && g.levels[1] - g.levels[0] < before.levels[1] - before.levels[0] ? g : null;
+    });
+    assert.ok(flat.levels[1] - flat.levels[0] < before.levels[1] - before.levels[0]);
+    await shot("pair-fidelity-02-full");
+    await page.getByRole("button", { name: "Fit body (p1–p99.9)" }).click();
+  });
+
+  step("the histogram resolves the body and a thin tail percentile is greyed", async () => {
+    const hist = page.getByRole("region", { name: "Histogram", exact: true });
+    const bars = await until("histogram bars", async () => {
+      const n = await hist.locator(".recharts-bar-rectangle").count();
+      return n >= 10 ? n : null;
+    });
+    assert.ok(bars >= 10, `${bars} bars across the body`);
+    const pct = page.getByRole("table", { name: "Percentiles" });
+    const cells = pct.getByRole("cell");
+    const heads = await pct.getByRole("columnheader").allInnerTexts();
+    const i = heads.indexOf("p99.999");
+    assert.ok(i >= 0, `p99.999 in ${heads}`);
+    assert.equal(await cells.nth(i).getAttribute("aria-disabled"), "true");
+    assert.equal(await cells.nth(heads.indexOf("p50")).getAttribute("aria-disabled"), null);
+    await shot("pair-fidelity-03-histogram");
+  });
+});
