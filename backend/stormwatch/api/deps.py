@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -177,6 +178,7 @@ async def get_owned(session: AsyncSession, model: type[OwnedT], row_id: uuid.UUI
 
 
 _declared_query: dict[int, frozenset[str]] = {}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _query_names(route: APIRoute) -> frozenset[str]:
@@ -200,3 +202,9 @@ async def reject_unknown_query(request: Request) -> None:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
             {"loc": ["query", k], "msg": "unknown query parameter", "type": "extra_forbidden"}
             for k in unknown])
+    # No filter or option holds control characters, and PostgreSQL refuses NUL in text.
+    bad = [k for k, v in request.query_params.multi_items() if _CONTROL.search(v)]
+    if bad:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [
+            {"loc": ["query", k], "msg": "control characters are not allowed",
+             "type": "string_pattern_mismatch"} for k in dict.fromkeys(bad)])

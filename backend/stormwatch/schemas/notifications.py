@@ -42,6 +42,8 @@ def _check_host(value: str) -> str:
 def _check_pem(value: str | None) -> str | None:
     if value is None or not value.strip():
         return None
+    if not value.isascii():
+        raise ValueError("not a PEM CA certificate: PEM is ASCII text")
     try:
         ssl.create_default_context(cadata=value)
     except (ssl.SSLError, ValueError) as exc:

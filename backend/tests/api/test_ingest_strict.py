@@ -264,3 +264,15 @@ def test_an_unknown_query_parameter_is_refused_by_name(api, make_org, path, para
     assert r.json()["detail"] == [{"loc": ["query", param], "msg": "unknown query parameter",
                                    "type": "extra_forbidden"}]
     assert api.get(path, headers=headers).status_code == 200
+
+
+def test_a_query_value_with_a_control_character_is_refused_by_name(api, make_org):
+    # Found by the fuzzer: a NUL in a filter reached PostgreSQL, which refuses it in text.
+    org = make_org()
+    headers = {"Authorization": f"Bearer {org.api_key}"}
+    r = api.get("/api/v1/analytics/storage/daily-medians",
+                params=[("content", "bin\x00ary"), ("content", "text")], headers=headers)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"] == [{"loc": ["query", "content"],
+                                   "msg": "control characters are not allowed",
+                                   "type": "string_pattern_mismatch"}]

@@ -49,6 +49,14 @@ def test_bad_channel_config_is_a_422_naming_the_field(org: Org) -> None:
     assert ["body", "email", "config", "port"] in locs(bad_port)
 
 
+def test_a_ca_certificate_that_is_not_ascii_pem_is_a_422_not_a_server_error(org: Org) -> None:
+    # Found by the fuzzer: ssl raises TypeError (not SSLError) for non-ASCII text.
+    r = post(org, "/channels", {"name": "k", "kind": "slack",
+                                "config": {"ca_cert_pem": "\u00a6\u00d6M\"",
+                                           "url": "https://hooks.example.com/x"}})
+    assert ["body", "slack", "config", "ca_cert_pem"] in locs(r)
+
+
 def test_secrets_go_in_and_never_come_out(org: Org, services: Services) -> None:
     slack_url = "https://hooks.slack.com/services/T000/B000/sekrit-token"
     mail = post(org, "/channels", {"name": "mail", "kind": "email", "config": EMAIL}).json()

@@ -8635,6 +8635,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
             422: {
                 headers: {
@@ -8684,6 +8693,15 @@ export interface operations {
             };
             /** @description The credential may not do this (role, kind of token, or CSRF header) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8746,6 +8764,15 @@ export interface operations {
             };
             /** @description The credential may not do this (role, kind of token, or CSRF header) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -8868,6 +8895,15 @@ export interface operations {
             };
             /** @description The credential may not do this (role, kind of token, or CSRF header) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9049,6 +9085,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
             422: {
                 headers: {
@@ -9098,6 +9143,15 @@ export interface operations {
             };
             /** @description The credential may not do this (role, kind of token, or CSRF header) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9167,6 +9221,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
             422: {
                 headers: {
@@ -9218,6 +9281,15 @@ export interface operations {
             };
             /** @description The credential may not do this (role, kind of token, or CSRF header) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9278,6 +9350,15 @@ export interface operations {
             };
             /** @description The credential may not do this (role, kind of token, or CSRF header) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9523,6 +9604,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
             422: {
                 headers: {
@@ -9695,6 +9785,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
             422: {
                 headers: {
@@ -9750,6 +9849,15 @@ export interface operations {
             };
             /** @description The credential may not do this (role, kind of token, or CSRF header) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

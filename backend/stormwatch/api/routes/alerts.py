@@ -21,6 +21,7 @@ from stormwatch.schemas.alerts import (
     MetricInfo,
     MetricsCatalog,
 )
+from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.services.alerts import rules as svc
 from stormwatch.services.alerts.backtest import backtest
 from stormwatch.services.alerts.conditions import BASELINES, CONDITION_TYPES, DIRECTIONS
@@ -113,7 +114,7 @@ async def backtest_alert_rule(body: BacktestRequest, principal: OrgPrincipalDep,
         _raise(exc)
 
 
-@router.get("/alert-rules/{rule_id}", response_model=AlertRulePublic)
+@router.get("/alert-rules/{rule_id}", response_model=AlertRulePublic, responses=NOT_FOUND)
 async def get_alert_rule(rule_id: uuid.UUID, principal: OrgPrincipalDep,
                          session: SessionDep) -> Any:
     try:
@@ -122,7 +123,7 @@ async def get_alert_rule(rule_id: uuid.UUID, principal: OrgPrincipalDep,
         _raise(exc)
 
 
-@router.patch("/alert-rules/{rule_id}", response_model=AlertRulePublic)
+@router.patch("/alert-rules/{rule_id}", response_model=AlertRulePublic, responses=NOT_FOUND)
 async def update_alert_rule(rule_id: uuid.UUID, body: AlertRuleUpdate, principal: AdminDep,
                             session: SessionDep) -> Any:
     changes = body.model_dump(exclude_unset=True)
@@ -143,7 +144,8 @@ async def update_alert_rule(rule_id: uuid.UUID, body: AlertRuleUpdate, principal
     return out
 
 
-@router.delete("/alert-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/alert-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=NOT_FOUND)
 async def delete_alert_rule(rule_id: uuid.UUID, principal: AdminDep,
                             session: SessionDep) -> Response:
     try:
@@ -168,7 +170,7 @@ async def list_alerts(
     return await svc.list_alerts(session, principal.org_id, state, rule_id, from_, to, limit)
 
 
-@router.get("/alerts/{alert_id}", response_model=AlertDetail)
+@router.get("/alerts/{alert_id}", response_model=AlertDetail, responses=NOT_FOUND)
 async def get_alert(alert_id: uuid.UUID, principal: OrgPrincipalDep,
                     session: SessionDep) -> Any:
     """One alert with its transitions (firing, resolved) and evidence."""

@@ -12,6 +12,7 @@ from sqlalchemy import text
 
 from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
 from stormwatch.notifications.base import PermanentError, TransientError
+from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.notifications import (
     ChannelCreate,
     ChannelCreated,
@@ -57,7 +58,7 @@ async def create_channel(body: ChannelCreate, principal: AdminDep,
     return out
 
 
-@router.get("/channels/{channel_id}", response_model=ChannelPublic)
+@router.get("/channels/{channel_id}", response_model=ChannelPublic, responses=NOT_FOUND)
 async def get_channel(channel_id: uuid.UUID, principal: OrgPrincipalDep,
                       session: SessionDep) -> ChannelPublic:
     try:
@@ -66,7 +67,7 @@ async def get_channel(channel_id: uuid.UUID, principal: OrgPrincipalDep,
         _raise(exc)
 
 
-@router.patch("/channels/{channel_id}", response_model=ChannelCreated)
+@router.patch("/channels/{channel_id}", response_model=ChannelCreated, responses=NOT_FOUND)
 async def update_channel(channel_id: uuid.UUID, body: ChannelUpdate, principal: AdminDep,
                          session: SessionDep) -> ChannelCreated:
     try:
@@ -78,7 +79,8 @@ async def update_channel(channel_id: uuid.UUID, body: ChannelUpdate, principal: 
     return out
 
 
-@router.delete("/channels/{channel_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/channels/{channel_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=NOT_FOUND)
 async def delete_channel(channel_id: uuid.UUID, principal: AdminDep,
                          session: SessionDep) -> Response:
     try:
@@ -89,7 +91,7 @@ async def delete_channel(channel_id: uuid.UUID, principal: AdminDep,
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/channels/{channel_id}/test", response_model=ChannelTestResult)
+@router.post("/channels/{channel_id}/test", response_model=ChannelTestResult, responses=NOT_FOUND)
 async def test_channel(channel_id: uuid.UUID, principal: AdminDep,
                        session: SessionDep) -> ChannelTestResult:
     """Sends a test message now and answers the server's own reply or error verbatim."""
@@ -132,7 +134,8 @@ async def _deliveries(session: SessionDep, org_id: uuid.UUID, where: str,
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
-@router.get("/channels/{channel_id}/deliveries", response_model=list[DeliveryPublic])
+@router.get("/channels/{channel_id}/deliveries", response_model=list[DeliveryPublic],
+            responses=NOT_FOUND)
 async def list_channel_deliveries(channel_id: uuid.UUID, principal: OrgPrincipalDep,
                                   session: SessionDep, limit: Limit = 100
                                   ) -> list[DeliveryPublic]:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Response, status
 
 from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
 from stormwatch.api.routes.silences import who
+from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.notifications import (
     MaintenanceWindowCreate,
     MaintenanceWindowPublic,
@@ -39,7 +40,7 @@ async def create_maintenance_window(body: MaintenanceWindowCreate, principal: Ad
     return out
 
 
-@router.patch("/{window_id}", response_model=MaintenanceWindowPublic)
+@router.patch("/{window_id}", response_model=MaintenanceWindowPublic, responses=NOT_FOUND)
 async def update_maintenance_window(window_id: uuid.UUID, body: MaintenanceWindowUpdate,
                                     principal: AdminDep, session: SessionDep
                                     ) -> MaintenanceWindowPublic:
@@ -54,7 +55,7 @@ async def update_maintenance_window(window_id: uuid.UUID, body: MaintenanceWindo
     return out
 
 
-@router.delete("/{window_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{window_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 async def delete_maintenance_window(window_id: uuid.UUID, principal: AdminDep,
                                     session: SessionDep) -> Response:
     try:

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from stormwatch.api.deps import AdminDep, OrgPrincipalDep, Principal, SessionDep
 from stormwatch.models import User
+from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.notifications import SilenceCreate, SilencePublic
 from stormwatch.services.notify import windows as svc
 from stormwatch.services.notify.channels import Invalid
@@ -48,7 +49,7 @@ async def create_silence(body: SilenceCreate, principal: AdminDep,
     return out
 
 
-@router.delete("/{silence_id}", response_model=SilencePublic)
+@router.delete("/{silence_id}", response_model=SilencePublic, responses=NOT_FOUND)
 async def expire_silence(silence_id: uuid.UUID, principal: AdminDep,
                          session: SessionDep) -> SilencePublic:
     """Expires the silence now (it stays in the history)."""
