@@ -39,7 +39,7 @@ async function createTarget(apiKey) {
   const res = await fetch(`${base}/api/v1/storage-targets`, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${apiKey}` },
-    body: JSON.stringify({ name: "s3-use1", provider: "s3", region: "us-east-1", bucket: "stormwatch-probe", endpoint: "https://s3-use1.storage.invalid", credentials: { source: "none" }, contents: ["binary"] }),
+    body: JSON.stringify({ name: "s3-use1", provider: "s3", region: "us-east-1", bucket: "stormwatch-probe", endpoint: "https://s3-use1.storage.invalid", credentials: { source: "none" }, contents: ["binary"], assign_all: true }),
   });
   const text = await res.text();
   assert.equal(res.status, 201, text);

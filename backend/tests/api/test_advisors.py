@@ -107,7 +107,7 @@ def _target(client: httpx.Client, headers: dict[str, str], name: str) -> str:
     r = client.post("/api/v1/storage-targets", headers=headers, json={
         "name": name, "provider": "s3", "region": "us-east-1", "bucket": "probe",
         "endpoint": f"https://{name}.storage.invalid", "credentials": {"source": "none"},
-        "contents": ["text"]})
+        "contents": ["text"], "assign_all": True})
     assert r.status_code == 201, r.text
     return str(r.json()["id"])
 

@@ -27,14 +27,16 @@ REPO = Path(__file__).resolve().parents[3]
 T = TypeVar("T")
 
 
-def wait_for(what: str, deadline: float, probe: Callable[[], T | None]) -> T:
+def wait_for(what: str, deadline: float, probe: Callable[[], T | None],
+             seen: Any = None) -> T:
+    """Polls `probe` until it answers; on time-out the failure shows what was last `seen`."""
     last: Any = None
     while time.monotonic() < deadline:
         last = probe()
         if last:
             return last
         time.sleep(2)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise AssertionError(f"timed out waiting for {what}; last seen: {seen}")
 
 
 def table_rtt_ms() -> dict[tuple[str, str], float]:
@@ -107,14 +109,18 @@ def test_a_scheduled_step_shows_as_a_level_shift_on_a_pair_page(demo: dict[str, 
     dst = agents[next(a.name for a in FLEET if a.region == region_b)]
     at = datetime.fromisoformat(step["at"].replace("Z", "+00:00"))
 
+    seen: list[Any] = []
+
     def shift() -> dict[str, Any] | None:
         body = api(demo, "/analytics/mesh/level-shifts", src=src, dst=dst, window_s=10)
+        seen[:] = [body.get("shifts"), body.get("noise"), body.get("source"),
+                   [m["p50"] for m in body.get("medians", [])][-40:]]
         return next((s for s in body["shifts"]
                      if abs(datetime.fromisoformat(s["time"]) - at) <= timedelta(seconds=30)
                      and s["step"] > 0), None)
 
     found = wait_for(f"the step of {step['a']}<->{step['b']} at {step['at']}",
-                     demo["started"] + 240, shift)
+                     demo["started"] + 300, shift, seen)
     # The pair's step is the round trip's: the table's delta within 2 ms.
     assert abs(found["step"] / 1000 - step["delta_rtt_ms"]) <= 2.0, (found, step)
 
@@ -130,7 +136,8 @@ def test_storage_compares_all_three_providers_at_every_object_size(
         return all((p, op, s) in seen for p in providers for op in ("put", "get")
                    for s in DEMO_SIZES)
 
-    wait_for("put and get of every size on s3, azure and gcs", demo["started"] + 240, complete)
+    wait_for("put and get of every size on s3, azure and gcs", demo["started"] + 300,
+             complete)
 
 
 @pytest.mark.timeout(120)

@@ -330,6 +330,8 @@ export async function createStorageTargets(baseUrl, apiKey, specs) {
         endpoint: `https://${s.name}.storage.invalid`,
         credentials: { source: "none" },
         contents: ["binary"],
+        // Agents write samples only for targets assigned to them.
+        assign_all: true,
         variants: {
           gzip9: { enabled: true, contents: ["binary"] },
           replication: { enabled: true, copies: 3 },
