@@ -123,6 +123,13 @@ def _timescale_available() -> bool:
     ).scalar()
     if not available:
         return False
+    # Without preloading, CREATE EXTENSION fails with FATAL and the server drops the
+    # connection, which no savepoint can undo: check the setting instead of trying.
+    preload = bind.execute(sa.text("SELECT current_setting('shared_preload_libraries')")).scalar()
+    if "timescaledb" not in {lib.strip() for lib in (preload or "").split(",")}:
+        log.warning("timescaledb is installed but not in shared_preload_libraries: "
+                    "using native PostgreSQL partitions")
+        return False
     try:
         with bind.begin_nested():
             bind.execute(sa.text("CREATE EXTENSION IF NOT EXISTS timescaledb"))
