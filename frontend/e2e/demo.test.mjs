@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launch } from "./support/browser.mjs";
+import { launch, signIn, stackLogs } from "./support/browser.mjs";
 import { FRONTEND, REPO, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
@@ -29,6 +29,8 @@ function step(name, fn) {
       await fn(t);
     } catch (e) {
       await page?.screenshot({ path: join(SHOTS, `fail-demo-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`), fullPage: true }).catch(() => {});
+      // What the stack was doing, since the screenshot stays on the machine that ran it.
+      if (stack?.info.data_dir) e.message += `\n${stackLogs(stack.info.data_dir)}`;
       throw e;
     }
   });
@@ -63,10 +65,7 @@ describe("demo fleet", { timeout: 600_000 }, () => {
   });
 
   step("the overview heatmap shows the demo fleet's regions within 60 s of start", async () => {
-    await page.goto(`${stack.info.url}/overview`);
-    await page.getByLabel("Email").fill(stack.info.email);
-    await page.getByLabel("Password").fill(stack.info.password);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await signIn(page, `${stack.info.url}/overview`, stack.info.email, stack.info.password, 55_000);
     const table = page.getByRole("table", { name: /heatmap by region/ });
     const regions = ["ap-northeast-2", "eu-west-1", "sa-east-1", "ap-south-1", "us-east4", "asia-southeast1"];
     // The default 1-hour range reads minute rollups; the newest minutes come raw.

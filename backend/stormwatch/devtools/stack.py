@@ -129,7 +129,8 @@ class Stack:
                                    self.demo)
             extra["demo"] = self.fleet.start(url, demo["api_key"], demo["enrollment_token"],
                                              self.env, free_port)
-        return {**extra, "url": url, "email": demo["email"], "password": demo["password"],
+        return {**extra, "url": url, "data_dir": str(self.data_dir),
+                "email": demo["email"], "password": demo["password"],
                 "enrollment_token": demo["enrollment_token"], "api_key": demo["api_key"],
                 "org_id": demo["org_id"], "database_url": database_url, "redis_url": redis_url}
 

@@ -1,6 +1,6 @@
 // Headless Debian Chromium driven by playwright-core (no browser download).
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -39,4 +39,42 @@ export async function launch() {
       rmSync(profile, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Opens `url` and signs in. On a loaded machine the first load can stall: the page is reloaded
+ * while the sign-in form has not appeared, and a failure says what the page showed instead.
+ */
+export async function signIn(page, url, email, password, timeoutMs = 90_000) {
+  const deadline = Date.now() + timeoutMs;
+  const form = page.getByLabel("Email");
+  for (;;) {
+    const left = deadline - Date.now();
+    try {
+      await page.goto(url, { timeout: Math.max(1_000, left) });
+      await form.waitFor({ timeout: Math.max(1_000, Math.min(20_000, deadline - Date.now())) });
+      break;
+    } catch (e) {
+      if (Date.now() >= deadline) {
+        const body = await page.locator("body").innerText({ timeout: 2_000 }).catch(() => "(no page)");
+        throw new Error(`no sign-in form at ${url} within ${timeoutMs} ms (${e.message.split("\n")[0]}); the page showed: ${body.slice(0, 400)}`);
+      }
+    }
+  }
+  await form.fill(email);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+/** The last `bytes` of each of a stack's service logs, for a failure's message. */
+export function stackLogs(dataDir, names = ["api", "worker", "beat"], bytes = 1_500) {
+  return names
+    .map((n) => {
+      const p = join(dataDir, `${n}.log`);
+      if (!existsSync(p)) return "";
+      const s = readFileSync(p, "utf8");
+      return `--- ${n}.log (tail) ---\n${s.slice(-bytes)}`;
+    })
+    .filter(Boolean)
+    .join("\n");
 }
