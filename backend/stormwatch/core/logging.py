@@ -10,10 +10,16 @@ from stormwatch.core.security import TOKEN_KINDS
 _SECRET_RE = re.compile(
     r"(?<![A-Za-z0-9])(" + "|".join(sorted(TOKEN_KINDS.values())) + r")_[A-Za-z0-9]{8,}")
 _TAGS = tuple(f"{tag}_" for tag in TOKEN_KINDS.values())
+# Webhook signing secrets (Standard Webhooks' `whsec_` + base64), which core.security does
+# not issue: a channel's secret must not reach a log either.
+_WEBHOOK_SECRET_RE = re.compile(r"(?<![A-Za-z0-9])whsec_[A-Za-z0-9+/]{16,}={0,2}")
 
 
 def redact(text: str) -> str:
-    """`text` with every Stormwatch token replaced by its kind tag and asterisks."""
+    """`text` with every Stormwatch token and webhook signing secret replaced by its kind
+    tag and asterisks."""
+    if "whsec_" in text:
+        text = _WEBHOOK_SECRET_RE.sub("whsec_********", text)
     if not any(tag in text for tag in _TAGS):
         return text
     return _SECRET_RE.sub(r"\1_********", text)

@@ -76,3 +76,15 @@ def test_redact_masks_each_kind_wherever_it_sits_and_leaves_other_text_alone():
             assert tok not in out and f"{tag}_********" in out, (kind, line, out)
     assert redact("swarm_of_bees sw_1234567890 plain text") == \
         "swarm_of_bees sw_1234567890 plain text"
+
+
+def test_redact_masks_webhook_signing_secrets_and_leaves_the_word_alone():
+    from stormwatch.notifications.webhook import new_signing_secret
+
+    for _ in range(20):  # base64 brings '+', '/' and '=' into some of them
+        secret = new_signing_secret()
+        for line in (secret, f"secret={secret}", f'{{"secret": "{secret}"}}'):
+            out = redact(line)
+            assert secret not in out and "whsec_********" in out, (line, out)
+            assert secret.removeprefix("whsec_") not in out, (line, out)
+    assert redact("the whsec_ prefix names a secret") == "the whsec_ prefix names a secret"
