@@ -1,4 +1,5 @@
 import uuid
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -14,4 +15,6 @@ class Me(BaseModel):
     org_id: uuid.UUID
     org_name: str
     kind: str
+    # What the credential may do: the UI offers changes only to admins (the API enforces it).
+    role: Literal["admin", "viewer"]
     csrf_token: str | None = None

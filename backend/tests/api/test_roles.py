@@ -197,3 +197,13 @@ def test_a_viewer_cannot_create_keys_or_admins_change_retention_or_delete_agents
         assert len(c.get("/api/v1/agents").json()) == len(agents)
         assert c.get("/api/v1/org").json()["raw_retention_days"] != 1
         assert all(u["email"] != "root@example.test" for u in c.get("/api/v1/users").json())
+
+
+def test_who_am_i_names_the_role_the_ui_offers_changes_by(api_server, callers):
+    want = {"admin": "admin", "viewer": "viewer", "api_key": "admin", "agent": "viewer"}
+    for name, role in want.items():
+        caller = callers[name]
+        with api_server.client(headers=caller.headers, cookies=caller.cookies) as c:
+            r = c.get("/api/v1/auth/me")
+            assert r.status_code == 200, (name, r.text)
+            assert r.json()["role"] == role, (name, r.json())

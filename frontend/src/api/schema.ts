@@ -3110,6 +3110,11 @@ export interface components {
             org_name: string;
             /** Kind */
             kind: string;
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "admin" | "viewer";
             /** Csrf Token */
             csrf_token?: string | null;
         };

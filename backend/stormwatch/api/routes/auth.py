@@ -37,7 +37,7 @@ async def login(body: LoginRequest, response: Response, session: SessionDep,
                         secure=settings.cookie_secure, samesite="lax", path="/")
     assert org is not None
     return Me(user_id=user.id, email=user.email, org_id=user.org_id, org_name=org.name,
-              kind="user", csrf_token=csrf)
+              kind="user", role="admin" if user.role == "admin" else "viewer", csrf_token=csrf)
 
 
 @router.post("/logout", status_code=status.HTTP_204_NO_CONTENT)
@@ -64,4 +64,5 @@ async def me(principal: PrincipalDep, session: SessionDep, request: Request) -> 
         email = user.email if user else None
     return Me(user_id=principal.user_id, email=email, org_id=principal.org_id,
               org_name=org.name, kind=principal.kind,
+              role="admin" if principal.role == "admin" else "viewer",
               csrf_token=request.cookies.get(CSRF_COOKIE) if principal.kind == "user" else None)
