@@ -31,6 +31,8 @@ state_dir: $home/state
 name: $name
 mesh:
   listen: "127.0.0.1:$(cat "$home/mesh_port")"
+throughput:
+  listen: "127.0.0.1:0"
 metadata:
   detect: false
   provider: local

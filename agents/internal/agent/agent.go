@@ -23,6 +23,7 @@ import (
 	"stormwatch/agents/internal/metadata"
 	"stormwatch/agents/internal/metrics"
 	"stormwatch/agents/internal/probe/mesh"
+	"stormwatch/agents/internal/probe/throughput"
 	"stormwatch/agents/internal/sample"
 	"stormwatch/agents/internal/shipper"
 )
@@ -144,6 +145,17 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 		return fmt.Errorf("mesh listen %s: %w", cfg.Mesh.Listen, err)
 	}
 	defer echo.Close()
+	var tput *throughput.Manager
+	if cfg.Throughput.Listen != "" {
+		// The probe is optional: a port already taken (several agents on one host) leaves it
+		// off, and without a throughput_address the server schedules nothing here.
+		if tput, err = throughput.Listen(cfg.Throughput.Listen, log); err != nil {
+			log.Error("throughput probe off: cannot listen", "address", cfg.Throughput.Listen, "err", err)
+			tput = nil
+		} else {
+			defer tput.Close()
+		}
+	}
 	md := Metadata(ctx, cfg, d)
 	meshAddr := advertise(cfg, md, echo.Addr())
 
@@ -162,6 +174,10 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	}
 	c.SetToken(st.AgentToken)
 	upd := client.SelfUpdate{AgentVersion: &d.Version, MeshAddress: &meshAddr, Metadata: &md}
+	if tput != nil {
+		a := ThroughputAddress(meshAddr, tput.Addr())
+		upd.ThroughputAddress = &a
+	}
 	if err := c.PatchSelf(ctx, upd); err != nil {
 		var se *client.StatusError
 		if errors.As(err, &se) && se.Code == http.StatusUnauthorized {
@@ -225,7 +241,11 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	go func() { defer close(echoDone); _ = echo.Serve(echoCtx) }()
 	probes.Add(2)
 	go func() { defer probes.Done(); _ = prober.Run(probeCtx) }()
-	go func() { defer probes.Done(); pollConfig(probeCtx, c, st.AgentID, prober, ship, storage, m, log) }()
+	go func() { defer probes.Done(); pollConfig(probeCtx, c, st.AgentID, prober, ship, storage, tput, m, log) }()
+	if tput != nil {
+		probes.Add(1)
+		go func() { defer probes.Done(); _ = tput.Run(probeCtx, st.AgentID, ship.AddThroughput) }()
+	}
 	if storage != nil {
 		probes.Add(1)
 		go func() {
@@ -285,7 +305,7 @@ func retry[T any](ctx context.Context, log *slog.Logger, what string, f func() (
 // pollConfig fetches the server config on start and whenever config_poll_s elapses, and
 // applies what changed; a 304 costs nothing.
 func pollConfig(ctx context.Context, c *client.Client, selfID string, prober *mesh.Prober, ship *shipper.Shipper,
-	storage StorageManager, m *metrics.Agent, log *slog.Logger) {
+	storage StorageManager, tput *throughput.Manager, m *metrics.Agent, log *slog.Logger) {
 	version := ""
 	interval := 30 * time.Second
 	failBackoff := time.Second
@@ -303,7 +323,7 @@ func pollConfig(ctx context.Context, c *client.Client, selfID string, prober *me
 				failBackoff = min(2*failBackoff, interval)
 			}
 		case cfg != nil:
-			apply(cfg, selfID, prober, ship, storage, log)
+			apply(cfg, selfID, prober, ship, storage, tput, log)
 			version = cfg.Version
 			m.SetConfigVersion(version)
 			if cfg.ConfigPollS > 0 {
@@ -339,14 +359,43 @@ func MeshSettings(cfg *client.AgentConfig, selfID string) mesh.Settings {
 	return s
 }
 
-func apply(cfg *client.AgentConfig, selfID string, prober *mesh.Prober, ship *shipper.Shipper, storage StorageManager, log *slog.Logger) {
+// ThroughputAddress is where peers reach the throughput probe: the mesh address's host (the
+// contract's choice) with the port the probe listens on.
+func ThroughputAddress(meshAddr string, ln net.Addr) string {
+	host, _, _ := net.SplitHostPort(meshAddr)
+	_, port, _ := net.SplitHostPort(ln.String())
+	return net.JoinHostPort(host, port)
+}
+
+// ThroughputExperiments converts the server's experiments; one with an unreadable token is
+// left out (and logged), since it could never authenticate.
+func ThroughputExperiments(cfg *client.AgentConfig, log *slog.Logger) []throughput.Experiment {
+	var out []throughput.Experiment
+	for _, x := range cfg.Throughput.Experiments {
+		tok, err := throughput.DecodeToken(x.Token)
+		if err != nil {
+			log.Warn("throughput experiment ignored", "experiment_id", x.ID, "err", err)
+			continue
+		}
+		out = append(out, throughput.Experiment{ID: x.ID, Role: throughput.Role(x.Role), PeerAgentID: x.PeerAgentID,
+			PeerAddress: x.PeerAddress, Proto: x.Proto, StartAt: x.StartAt, DurationS: x.DurationS, Streams: x.Streams,
+			UDPRateBitsPerS: x.UDPRateBitsPerS, UDPDatagramBytes: x.UDPDatagramBytes, Token: tok})
+	}
+	return out
+}
+
+func apply(cfg *client.AgentConfig, selfID string, prober *mesh.Prober, ship *shipper.Shipper, storage StorageManager,
+	tput *throughput.Manager, log *slog.Logger) {
 	s := MeshSettings(cfg, selfID)
 	prober.Apply(s)
+	if tput != nil {
+		tput.Apply(ThroughputExperiments(cfg, log))
+	}
 	ship.SetLimits(cfg.Shipper.MaxBatchSamples, time.Duration(cfg.Shipper.MaxBatchAgeMs)*time.Millisecond)
 	if storage != nil {
 		storage.Apply(cfg.Storage.Targets)
 	}
 	log.Info("config applied", "version", cfg.Version, "mesh_enabled", s.Enabled, "rate_hz", s.RateHz,
 		"payload_bytes", s.PayloadBytes, "peers", len(s.Peers), "groups", len(s.Groups),
-		"storage_targets", len(cfg.Storage.Targets), "poll_s", strconv.Itoa(cfg.ConfigPollS))
+		"storage_targets", len(cfg.Storage.Targets), "throughput_experiments", len(cfg.Throughput.Experiments), "poll_s", strconv.Itoa(cfg.ConfigPollS))
 }

@@ -72,6 +72,7 @@ func startAgent(t *testing.T, api, name string) *runningAgent {
 	cfg.Spool.Dir = filepath.Join(dir, "spool")
 	cfg.Name = name
 	cfg.Mesh.Listen = "127.0.0.1:0"
+	cfg.Throughput.Listen = "127.0.0.1:0"
 	cfg.Metrics.Listen = ""
 	cfg.FlushDeadline = 5 * time.Second
 	cfg.Metadata.Detect = &detect

@@ -51,16 +51,39 @@ type SelfUpdate struct {
 	AgentVersion *string   `json:"agent_version,omitempty"`
 	MeshAddress  *string   `json:"mesh_address,omitempty"`
 	Metadata     *Metadata `json:"metadata,omitempty"`
+	// ThroughputAddress is where peers reach the throughput probe; sent only when it listens.
+	ThroughputAddress *string `json:"throughput_address,omitempty"`
 }
 
 // AgentConfig is GET /api/v1/agent/config.
 type AgentConfig struct {
-	Version     string        `json:"version"`
-	AgentID     string        `json:"agent_id"`
-	ConfigPollS int           `json:"config_poll_s"`
-	Mesh        MeshConfig    `json:"mesh"`
-	Storage     StorageConfig `json:"storage"`
-	Shipper     ShipperConfig `json:"shipper"`
+	Version     string           `json:"version"`
+	AgentID     string           `json:"agent_id"`
+	ConfigPollS int              `json:"config_poll_s"`
+	Mesh        MeshConfig       `json:"mesh"`
+	Storage     StorageConfig    `json:"storage"`
+	Shipper     ShipperConfig    `json:"shipper"`
+	Throughput  ThroughputConfig `json:"throughput"`
+}
+
+// ThroughputConfig lists the throughput experiments this agent takes part in.
+type ThroughputConfig struct {
+	Experiments []ThroughputExperiment `json:"experiments"`
+}
+
+// ThroughputExperiment is one experiment as the server lists it for this agent.
+type ThroughputExperiment struct {
+	ID               string    `json:"id"`
+	Role             string    `json:"role"`
+	PeerAgentID      string    `json:"peer_agent_id"`
+	PeerAddress      string    `json:"peer_address"`
+	Proto            string    `json:"proto"`
+	StartAt          time.Time `json:"start_at"`
+	DurationS        int       `json:"duration_s"`
+	Streams          int       `json:"streams"`
+	UDPRateBitsPerS  int64     `json:"udp_rate_bits_per_s"`
+	UDPDatagramBytes int       `json:"udp_datagram_bytes"`
+	Token            string    `json:"token"`
 }
 
 // MeshConfig is the mesh part of the agent config.

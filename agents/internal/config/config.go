@@ -29,6 +29,7 @@ type Config struct {
 	StateDir            string        `yaml:"state_dir"`
 	Name                string        `yaml:"name"`
 	Mesh                Mesh          `yaml:"mesh"`
+	Throughput          Throughput    `yaml:"throughput"`
 	Metadata            Metadata      `yaml:"metadata"`
 	Metrics             Metrics       `yaml:"metrics"`
 	Spool               Spool         `yaml:"spool"`
@@ -43,6 +44,12 @@ type Mesh struct {
 	// SendMode places sends in the round: "spread" (each peer at its own random phase) or
 	// "broadcast" (all peers back to back at a random point of each round).
 	SendMode string `yaml:"send_mode"`
+}
+
+// Throughput is where the throughput probe listens (TCP and UDP on one port) for the
+// experiments other agents start; empty Listen disables the probe.
+type Throughput struct {
+	Listen string `yaml:"listen"`
 }
 
 // Metadata overrides what the cloud metadata services report.
@@ -78,6 +85,7 @@ func Defaults() Config {
 	return Config{
 		StateDir:      "/var/lib/stormwatch-agent",
 		Mesh:          Mesh{Listen: ":7300", SendMode: "spread"},
+		Throughput:    Throughput{Listen: ":7710"},
 		Metadata:      Metadata{Timeout: 2 * time.Second},
 		Metrics:       Metrics{Listen: "127.0.0.1:9309"},
 		Spool:         Spool{MaxBytes: 256 << 20},
@@ -179,6 +187,7 @@ var options = []option{
 	{"mesh-listen", "mesh echo listen address", str(func(c *Config) *string { return &c.Mesh.Listen })},
 	{"mesh-advertise", "mesh address peers dial (host:port)", str(func(c *Config) *string { return &c.Mesh.Advertise })},
 	{"mesh-send-mode", "spread or broadcast", str(func(c *Config) *string { return &c.Mesh.SendMode })},
+	{"throughput-listen", "throughput probe listen address, TCP and UDP (empty: off)", str(func(c *Config) *string { return &c.Throughput.Listen })},
 	{"metrics-listen", "Prometheus /metrics listen address (empty: off)", str(func(c *Config) *string { return &c.Metrics.Listen })},
 	{"metrics-pprof", "serve /debug/pprof/ on the metrics listener (true/false)", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
@@ -233,6 +242,11 @@ func (c Config) Validate() error {
 	}
 	if c.Mesh.Advertise != "" {
 		if err := checkHostPort("mesh.advertise", c.Mesh.Advertise, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Throughput.Listen != "" {
+		if err := checkHostPort("throughput.listen", c.Throughput.Listen, false); err != nil {
 			errs = append(errs, err)
 		}
 	}
