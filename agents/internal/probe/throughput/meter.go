@@ -28,6 +28,7 @@ type secCount struct {
 	bytes     atomic.Int64
 	datagrams atomic.Int64
 	nextSeq   atomic.Uint64 // highest sequence number seen in this second + 1
+	firstSeq  atomic.Uint64 // lowest sequence number seen in this second + 1 (0: none)
 	jitterNS  atomic.Uint64 // float64 bits of the jitter after this second's last datagram
 	hasJitter atomic.Bool
 }
@@ -81,6 +82,9 @@ func (m *meter) addUDP(n int, seq uint64, sentNS int64, now time.Time) {
 	if seq+1 > s.nextSeq.Load() {
 		s.nextSeq.Store(seq + 1)
 	}
+	if f := s.firstSeq.Load(); f == 0 || seq+1 < f {
+		s.firstSeq.Store(seq + 1)
+	}
 	s.jitterNS.Store(math.Float64bits(m.jitterNS))
 	s.hasJitter.Store(true)
 }
@@ -114,6 +118,7 @@ func (m *meter) sample(ctx context.Context, udp bool, firstByte time.Duration, e
 	t0 := time.Unix(0, m.t0.Load())
 	var nextSeq uint64 // over every second so far
 	var jitter float64
+	prevEmpty := false
 	tick := time.NewTimer(time.Hour)
 	defer tick.Stop()
 	for k := range m.secs {
@@ -128,6 +133,12 @@ func (m *meter) sample(ctx context.Context, udp bool, firstByte time.Duration, e
 		s := second{end: end, bytesPerS: float64(c.bytes.Load())}
 		if udp {
 			got := c.datagrams.Load()
+			if prevEmpty && got > 0 {
+				// What was sent between the last arrival before and the first of this second
+				// belongs to the empty second(s), which already count as all lost.
+				nextSeq = max(nextSeq, c.firstSeq.Load()-1)
+			}
+			prevEmpty = got == 0
 			sent := int64(0)
 			if n := c.nextSeq.Load(); n > nextSeq {
 				sent, nextSeq = int64(n-nextSeq), n
