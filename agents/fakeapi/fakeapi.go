@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"stormwatch/agents/internal/client"
 )
@@ -43,7 +44,31 @@ type QuorumRow struct {
 
 type agentRec struct {
 	id, name, token, meshAddr string
+	tputAddr                  string
 	md                        client.Metadata
+}
+
+// Experiment is a throughput experiment the server lists for its two agents.
+type Experiment struct {
+	ID, InitiatorID, ResponderID string
+	Proto                        string
+	StartAt                      time.Time
+	DurationS, Streams           int
+	UDPRateBitsPerS              int64
+	UDPDatagramBytes             int
+	Token                        string // base64url
+}
+
+// ThroughputRow is one stored throughput sample.
+type ThroughputRow struct {
+	Src, Peer    string // the shipping agent (the receiver) and the sender
+	TimeUS       int64
+	Proto        string
+	ExperimentID string
+	Direction    string
+	BytesPerS    float64
+	LossRatio    *float64
+	JitterUS     *int64
 }
 
 // Server implements the endpoints.
@@ -60,6 +85,8 @@ type Server struct {
 	meshRows  []MeshRow
 	quorum    []QuorumRow
 	storageN  int
+	exps      []Experiment
+	tputRows  []ThroughputRow
 	KeepRows  bool // keep every mesh row (tests); otherwise only RTTs via OnMesh
 	OnMesh    func(rows []MeshRow)
 	down      atomic.Int32 // 0 up, 1 answer 503 with Retry-After, 2 cut connections
@@ -180,6 +207,9 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	if u.Metadata != nil {
 		a.md = *u.Metadata
 	}
+	if u.ThroughputAddress != nil {
+		a.tputAddr = *u.ThroughputAddress
+	}
 	s.mu.Unlock()
 	_ = json.NewEncoder(w).Encode(map[string]string{"agent_id": a.id})
 }
@@ -200,6 +230,26 @@ func (s *Server) config(w http.ResponseWriter, r *http.Request) {
 		}
 		cfg.Mesh.Peers = append(cfg.Mesh.Peers, client.MeshPeer{AgentID: x.id, Name: x.name, Address: x.meshAddr,
 			Provider: x.md.Provider, Region: x.md.Region, Zone: x.md.Zone, Subnet: x.md.Subnet})
+	}
+	cfg.Throughput.Experiments = []client.ThroughputExperiment{}
+	for _, e := range s.exps {
+		x := client.ThroughputExperiment{ID: e.ID, Proto: e.Proto, StartAt: e.StartAt.UTC().Truncate(time.Second),
+			DurationS: e.DurationS, Streams: e.Streams, UDPRateBitsPerS: e.UDPRateBitsPerS,
+			UDPDatagramBytes: e.UDPDatagramBytes, Token: e.Token}
+		switch a.id {
+		case e.InitiatorID:
+			x.Role, x.PeerAgentID = "initiator", e.ResponderID
+			for _, p := range s.agents {
+				if p.id == e.ResponderID {
+					x.PeerAddress = p.tputAddr
+				}
+			}
+		case e.ResponderID:
+			x.Role, x.PeerAgentID = "responder", e.InitiatorID
+		default:
+			continue
+		}
+		cfg.Throughput.Experiments = append(cfg.Throughput.Experiments, x)
 	}
 	s.mu.Unlock()
 	if cfg.Storage.Targets == nil {
@@ -241,6 +291,17 @@ type batch struct {
 	Storage *struct {
 		TimeUS []int64 `json:"time_us"`
 	} `json:"storage"`
+	Throughput *struct {
+		Peers        []string   `json:"peers"`
+		TimeUS       []int64    `json:"time_us"`
+		PeerIdx      []int      `json:"peer_idx"`
+		Proto        []string   `json:"proto"`
+		ExperimentID []string   `json:"experiment_id"`
+		Direction    []string   `json:"direction"`
+		BytesPerS    []float64  `json:"bytes_per_s"`
+		LossRatio    []*float64 `json:"loss_ratio"`
+		JitterUS     []*int64   `json:"jitter_us"`
+	} `json:"throughput"`
 }
 
 func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
@@ -339,6 +400,24 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 	if b.Storage != nil {
 		nStorage = len(b.Storage.TimeUS)
 	}
+	var trows []ThroughputRow
+	if tp := b.Throughput; tp != nil {
+		n := len(tp.TimeUS)
+		if len(tp.PeerIdx) != n || len(tp.Proto) != n || len(tp.ExperimentID) != n || len(tp.Direction) != n ||
+			len(tp.BytesPerS) != n || len(tp.LossRatio) != n || len(tp.JitterUS) != n {
+			http.Error(w, "throughput columns differ in length", http.StatusUnprocessableEntity)
+			return
+		}
+		for i := range n {
+			if tp.PeerIdx[i] < 0 || tp.PeerIdx[i] >= len(tp.Peers) {
+				http.Error(w, "throughput.peer_idx out of range", http.StatusUnprocessableEntity)
+				return
+			}
+			trows = append(trows, ThroughputRow{Src: a.id, Peer: tp.Peers[tp.PeerIdx[i]], TimeUS: tp.TimeUS[i], Proto: tp.Proto[i],
+				ExperimentID: tp.ExperimentID[i], Direction: tp.Direction[i], BytesPerS: tp.BytesPerS[i],
+				LossRatio: tp.LossRatio[i], JitterUS: tp.JitterUS[i]})
+		}
+	}
 	key := a.id + "/" + b.BatchID
 	s.mu.Lock()
 	dup := s.batches[key]
@@ -349,6 +428,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 			s.quorum = append(s.quorum, qrows...)
 		}
 		s.storageN += nStorage
+		s.tputRows = append(s.tputRows, trows...)
 	}
 	onMesh := s.OnMesh
 	s.mu.Unlock()
@@ -361,7 +441,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"batch_id": b.BatchID, "duplicate": dup,
-		"accepted": map[string]int{"mesh": len(rows), "quorum": len(qrows), "storage": nStorage, "throughput": 0}})
+		"accepted": map[string]int{"mesh": len(rows), "quorum": len(qrows), "storage": nStorage, "throughput": len(trows)}})
 }
 
 // MeshRows returns a copy of the stored mesh rows.
@@ -376,6 +456,32 @@ func (s *Server) QuorumRows() []QuorumRow {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.quorum)
+}
+
+// Schedule lists an experiment for its two agents from their next config on.
+func (s *Server) Schedule(e Experiment) {
+	s.mu.Lock()
+	s.exps = append(s.exps, e)
+	s.mu.Unlock()
+}
+
+// ThroughputAddress is the address an agent reported for its throughput probe ("" if none).
+func (s *Server) ThroughputAddress(agentID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.agents {
+		if a.id == agentID {
+			return a.tputAddr
+		}
+	}
+	return ""
+}
+
+// ThroughputRows returns a copy of the stored throughput rows.
+func (s *Server) ThroughputRows() []ThroughputRow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.tputRows)
 }
 
 // AgentIDs maps agent names to ids.

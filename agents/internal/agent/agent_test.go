@@ -224,3 +224,51 @@ func TestStateIsKeptReadableOnlyByTheAgent(t *testing.T) {
 		t.Fatalf("%+v %v %v", st, ok, err)
 	}
 }
+
+func TestTwoAgentsRunTheExperimentTheServerSchedulesAndShipWhatEachReceived(t *testing.T) {
+	api := fakeapi.New("swe_testtoken", 10, 64, 1000)
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	startAgent(t, srv.URL, "tput-a")
+	startAgent(t, srv.URL, "tput-b")
+	var a, b string
+	waitFor(t, "both agents to report a throughput address", 10*time.Second, func() bool {
+		ids := api.AgentIDs()
+		a, b = ids["tput-a"], ids["tput-b"]
+		return a != "" && b != "" && api.ThroughputAddress(a) != "" && api.ThroughputAddress(b) != ""
+	})
+	const seconds = 2
+	for i, proto := range []string{"tcp", "udp"} {
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1)
+		// Config polls every second: both agents know of it well before it starts.
+		api.Schedule(fakeapi.Experiment{ID: id, InitiatorID: a, ResponderID: b, Proto: proto,
+			StartAt: time.Now().Add(3 * time.Second), DurationS: seconds, Streams: 2, UDPRateBitsPerS: 20e6,
+			UDPDatagramBytes: 1200, Token: "c2VjcmV0LXRva2VuLW9mLTMyLWJ5dGVzLWZvci10ZXN0"})
+		rows := func() []fakeapi.ThroughputRow {
+			var out []fakeapi.ThroughputRow
+			for _, r := range api.ThroughputRows() {
+				if r.ExperimentID == id {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		waitFor(t, proto+" samples of both directions", 30*time.Second, func() bool { return len(rows()) == 2*seconds })
+		got := map[[2]string]int{}
+		for _, r := range rows() {
+			got[[2]string{r.Src, r.Peer}]++
+			if r.Direction != "receive" || r.Proto != proto || r.BytesPerS <= 0 {
+				t.Fatalf("%s: row %+v", proto, r)
+			}
+			if (proto == "udp") != (r.LossRatio != nil && r.JitterUS != nil) {
+				t.Fatalf("%s: loss and jitter are for UDP only: %+v", proto, r)
+			}
+			if proto == "udp" && (r.BytesPerS < 0.8*20e6/8 || r.BytesPerS > 1.1*20e6/8) {
+				t.Fatalf("udp at 20 Mbit/s offered: %.4g bytes/s received", r.BytesPerS)
+			}
+		}
+		if got[[2]string{b, a}] != seconds || got[[2]string{a, b}] != seconds {
+			t.Fatalf("%s: rows per (receiver, sender) %v, want %d each way", proto, got, seconds)
+		}
+	}
+}
