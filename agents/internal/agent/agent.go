@@ -153,6 +153,7 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 			log.Error("throughput probe off: cannot listen", "address", cfg.Throughput.Listen, "err", err)
 			tput = nil
 		} else {
+			tput.SetNice(cfg.Throughput.Nice)
 			defer tput.Close()
 		}
 	}

@@ -20,13 +20,14 @@ func TestGoodFilesLoad(t *testing.T) {
 		{"full.yaml", func(t *testing.T, c Config) {
 			if c.Name != "aws-use1-a-1" || c.Mesh.Advertise != "10.0.1.5:7300" || c.Metadata.Zone != "us-east-1a" ||
 				c.Spool.MaxBytes != 100<<20 || c.FlushDeadline != 5*time.Second || c.Metadata.DetectEnabled() ||
-				c.Metadata.Timeout != time.Second || c.LogLevel != "debug" {
+				c.Metadata.Timeout != time.Second || c.LogLevel != "debug" || c.Throughput.Listen != ":7711" || c.Throughput.Nice != 10 {
 				t.Fatalf("unexpected %+v", c)
 			}
 		}},
 		{"minimal.yaml", func(t *testing.T, c Config) {
 			d := Defaults()
 			if c.StateDir != d.StateDir || c.Mesh.Listen != ":7300" || c.Metrics.Listen != d.Metrics.Listen ||
+				c.Throughput.Listen != ":7710" || c.Throughput.Nice != 19 ||
 				c.Spool.Dir != filepath.Join(d.StateDir, "spool") || !c.Metadata.DetectEnabled() || c.FlushDeadline != 10*time.Second {
 				t.Fatalf("defaults not applied: %+v", c)
 			}
@@ -62,7 +63,7 @@ func TestInvalidFilesAreRejectedWithTheReason(t *testing.T) {
 		{"invalid_unknown_nested_key.yaml", []string{"rate_hz"}},
 		{"invalid_plain_http.yaml", []string{"plain http"}},
 		{"invalid_types.yaml", []string{"lots"}},
-		{"invalid_values.yaml", []string{"flush_deadline", "mesh.listen", "private_ip", "log_level"}},
+		{"invalid_values.yaml", []string{"flush_deadline", "mesh.listen", "private_ip", "log_level", "throughput.listen", "throughput.nice"}},
 		{"invalid_syntax.yaml", []string{"yaml"}},
 	}
 	for _, tc := range tests {
@@ -158,5 +159,15 @@ func TestAnEmptyFileGivesTheDefaults(t *testing.T) {
 	}
 	if c.Mesh.Listen != ":7300" {
 		t.Fatalf("%+v", c)
+	}
+}
+
+func TestAnEmptyThroughputListenTurnsTheProbeOff(t *testing.T) {
+	c, err := Load([]string{"-config", filepath.Join("testdata", "minimal.yaml"), "-throughput-listen", ""}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Throughput.Listen != "" {
+		t.Fatalf("throughput.listen %q, want empty", c.Throughput.Listen)
 	}
 }

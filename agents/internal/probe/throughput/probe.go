@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,7 @@ type Manager struct {
 	wake chan struct{}
 
 	active atomic.Pointer[session] // the responder's running experiment
+	nice   int                     // of the TCP streams' threads (Linux)
 	wg     sync.WaitGroup
 }
 
@@ -73,6 +75,12 @@ func Listen(addr string, log *slog.Logger) (*Manager, error) {
 	return &Manager{log: log, tcp: tcp, udp: udp,
 		exps: map[string]Experiment{}, ran: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
 }
+
+// SetNice sets the nice value of the threads that move the TCP streams' bytes (Linux; 0-19;
+// set before Run). 19 yields the CPU to everything else, the mesh probe first, when CPUs are
+// short: throughput is then measured lower than the network could carry, never the mesh's
+// RTTs higher.
+func (m *Manager) SetNice(n int) { m.nice = min(max(n, 0), 19) }
 
 // Addr is the TCP address listened on (UDP uses the same port).
 func (m *Manager) Addr() net.Addr { return m.tcp.Addr() }
@@ -332,6 +340,7 @@ func (m *Manager) respond(ctx context.Context, c net.Conn, nonce []byte, id [idL
 		return
 	}
 	m.log.Info("throughput experiment started", "experiment_id", idStr, "role", Responder, "proto", e.Proto)
+	defer spareProcs(e)()
 	if err := m.respondPhases(ctx, c, s, rx); err != nil && ctx.Err() == nil {
 		m.log.Warn("throughput experiment failed", "experiment_id", idStr, "role", Responder, "err", err)
 		return
@@ -354,7 +363,7 @@ func (m *Manager) respondPhases(ctx context.Context, c net.Conn, s *session, rx 
 						dc.Close()
 						continue
 					}
-					go readStream(dc, rx)
+					go readStream(dc, rx, m.nice)
 				case <-phaseCtx.Done():
 					return
 				}
@@ -409,7 +418,7 @@ func (m *Manager) respondPhases(ctx context.Context, c net.Conn, s *session, rx 
 		}
 		for _, dc := range dcs {
 			senders.Add(1)
-			go func() { defer senders.Done(); writeStream(dc) }()
+			go func() { defer senders.Done(); writeStream(dc, m.nice) }()
 		}
 	}()
 	_ = c.SetReadDeadline(time.Now().Add(e.duration() + firstByteLimit + phaseSlack))
@@ -428,6 +437,7 @@ func (m *Manager) respondPhases(ctx context.Context, c net.Conn, s *session, rx 
 // initiate runs the initiator's side: the challenge, then forward, then reverse.
 func (m *Manager) initiate(ctx context.Context, e Experiment) error {
 	m.log.Info("throughput experiment started", "experiment_id", e.ID, "role", Initiator, "proto", e.Proto, "peer", e.PeerAddress)
+	defer spareProcs(e)()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c, nonce, err := dialHello(ctx, e.PeerAddress, kindControl, e.id, func(nonce []byte) []byte {
@@ -488,7 +498,7 @@ func (m *Manager) initiate(ctx context.Context, e Experiment) error {
 		}
 		for _, dc := range dcs {
 			senders.Add(1)
-			go func() { defer senders.Done(); writeStream(dc) }()
+			go func() { defer senders.Done(); writeStream(dc, m.nice) }()
 		}
 	}
 	_ = c.SetReadDeadline(time.Now().Add(e.duration() + firstByteLimit + phaseSlack))
@@ -522,7 +532,7 @@ func (m *Manager) initiate(ctx context.Context, e Experiment) error {
 				return fmt.Errorf("reverse stream: %w", err)
 			}
 			in.add(dc)
-			go readStream(dc, rx)
+			go readStream(dc, rx, m.nice)
 		}
 	}
 	err = rx.sample(ctx, e.Proto == "udp", firstByteLimit, func(x second) { m.record(&e, x) })
@@ -536,6 +546,22 @@ func (m *Manager) initiate(ctx context.Context, e Experiment) error {
 	}
 	m.log.Info("throughput experiment done", "experiment_id", e.ID, "role", Initiator)
 	return nil
+}
+
+// spareProcs lets the runtime run one goroutine more than the experiment's streams at once
+// (the agent runs on one by default), so that the mesh probe never waits for a stream's
+// thread to give its processor back; the returned func restores the setting.
+func spareProcs(e Experiment) func() {
+	want := 2 // UDP: the pacer or the reader, and the mesh
+	if e.Proto == "tcp" {
+		want = e.Streams + 1
+	}
+	prev := runtime.GOMAXPROCS(0)
+	if prev >= want {
+		return func() {}
+	}
+	runtime.GOMAXPROCS(want)
+	return func() { runtime.GOMAXPROCS(prev) }
 }
 
 // record ships one second the agent received.
@@ -618,8 +644,9 @@ func dialUDP(ctx context.Context, addr string) (*net.UDPConn, error) {
 // sharedPayload is what every TCP stream writes: its content is never read back.
 var sharedPayload = make([]byte, streamBufBytes)
 
-// writeStream writes until the connection is closed under it.
-func writeStream(c net.Conn) {
+// writeStreamPolled writes until the connection is closed under it, through the runtime's
+// poller (where stream_linux.go's own threads are not available).
+func writeStreamPolled(c net.Conn) {
 	for {
 		if _, err := c.Write(sharedPayload); err != nil {
 			return
@@ -627,8 +654,8 @@ func writeStream(c net.Conn) {
 	}
 }
 
-// readStream counts what arrives until the connection ends.
-func readStream(c net.Conn, rx *meter) {
+// readStreamPolled counts what arrives until the connection ends.
+func readStreamPolled(c net.Conn, rx *meter) {
 	buf := make([]byte, streamBufBytes)
 	for {
 		n, err := c.Read(buf)
@@ -724,6 +751,11 @@ func (s *connSet) closeAll() {
 	defer s.mu.Unlock()
 	s.closed = true
 	for _, c := range s.cs {
+		// A shutdown reaches the stream threads' own descriptors of the socket too.
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.CloseRead()
+			_ = tc.CloseWrite()
+		}
 		_ = c.Close()
 	}
 	s.cs = nil
