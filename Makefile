@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONPATH := $(CURDIR)/backend
 
-.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-demo client bootstrap
+.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-demo bench-throughput client bootstrap
 
 run:
 	@scripts/run.sh
@@ -30,13 +30,17 @@ client: bootstrap
 	$(PY) -c "import json; from stormwatch.main import app; print(json.dumps(app.openapi(), indent=1))" > frontend/openapi.json
 	cd frontend && npm run client
 
-bench: bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts
+bench: bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-throughput
 
 bench-ingest: bootstrap
 	$(PY) bench/ingest/run.py
 
 bench-agent:
 	bench/agent/run.sh
+
+# The agent's TCP throughput probe beside nuttcp on loopback, with the mesh running (docs/agents.md).
+bench-throughput:
+	bench/throughput/run.sh
 
 bench-rollups: bootstrap
 	$(PY) bench/rollups/backlog.py
