@@ -200,8 +200,7 @@ var mbps = regexp.MustCompile(`=\s*([0-9.]+) Mbps`)
 func runNuttcp(ctx context.Context, bin string, ctl, data, seconds, streams int) (float64, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		// The same 256 KiB writes as the agent's streams.
-		out, err := exec.CommandContext(ctx, bin, "-T"+strconv.Itoa(seconds), "-N"+strconv.Itoa(streams), "-l262144",
+		out, err := exec.CommandContext(ctx, bin, "-T"+strconv.Itoa(seconds), "-N"+strconv.Itoa(streams),
 			"-P"+strconv.Itoa(ctl), "-p"+strconv.Itoa(data), "127.0.0.1").CombinedOutput()
 		if m := mbps.FindSubmatch(out); err == nil && m != nil {
 			v, _ := strconv.ParseFloat(string(m[1]), 64)
