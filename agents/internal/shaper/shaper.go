@@ -26,8 +26,17 @@ type Config struct {
 	SwitchAfterBytes int64
 }
 
-// chunkBytes is the most one TCP read forwards at once; it is also the buckets' burst.
+// chunkBytes is the most one TCP read forwards at once.
 const chunkBytes = 64 << 10
+
+// catchUp is how much time's worth of tokens a bucket holds: a relay goroutine that the
+// host's scheduler wakes late forwards what it owes at once, so the rate holds on a busy
+// machine. A direction that had nothing to forward for idleGap starts again with an empty
+// bucket, so what it banked while idle does not go out as a burst.
+const (
+	catchUp = 200 * time.Millisecond
+	idleGap = 50 * time.Millisecond
+)
 
 // Direction is one way through the shaper: Up is client → upstream, Down the way back.
 type Direction int
@@ -53,8 +62,21 @@ type bucket struct {
 const slot = 10 * time.Millisecond
 
 func newBucket(c Config) *bucket {
-	return &bucket{lim: rate.NewLimiter(rate.Limit(c.HighBytesPerS), chunkBytes), low: rate.Limit(c.LowBytesPerS),
-		switchAfter: c.SwitchAfterBytes}
+	burst := max(chunkBytes, int(c.HighBytesPerS*catchUp.Seconds()))
+	lim := rate.NewLimiter(rate.Limit(c.HighBytesPerS), burst)
+	lim.AllowN(time.Now(), burst) // starts empty: the first bytes go at the rate, not in a burst
+	return &bucket{lim: lim, low: rate.Limit(c.LowBytesPerS), switchAfter: c.SwitchAfterBytes}
+}
+
+// resume empties the bucket when the direction was idle for gap.
+func (b *bucket) resume(gap time.Duration) {
+	if gap < idleGap {
+		return
+	}
+	now := time.Now()
+	if t := b.lim.TokensAt(now); t >= 1 {
+		b.lim.AllowN(now, int(t))
+	}
 }
 
 // passed counts n forwarded bytes and switches to the low rate once the volume is reached.
@@ -204,8 +226,10 @@ func (s *Shaper) relayTCP(ctx context.Context, c net.Conn) {
 func (s *Shaper) pipe(ctx context.Context, dst, src net.Conn, b *bucket) {
 	buf := make([]byte, chunkBytes)
 	for {
+		start := time.Now()
 		n, err := src.Read(buf)
 		if n > 0 {
+			b.resume(time.Since(start))
 			if werr := b.lim.WaitN(ctx, n); werr != nil {
 				return
 			}
@@ -231,6 +255,7 @@ func (s *Shaper) serveUDP(ctx context.Context) {
 	buf := make([]byte, 64<<10)
 	up := s.dirs[Up]
 	for {
+		start := time.Now()
 		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -253,6 +278,7 @@ func (s *Shaper) serveUDP(ctx context.Context) {
 			s.wg.Add(1)
 			go func() { defer s.wg.Done(); s.udpReplies(f, from) }()
 		}
+		up.resume(time.Since(start))
 		if !up.lim.AllowN(time.Now(), n) {
 			continue // policed
 		}
@@ -266,6 +292,7 @@ func (s *Shaper) udpReplies(f *net.UDPConn, client netip.AddrPort) {
 	buf := make([]byte, 64<<10)
 	down := s.dirs[Down]
 	for {
+		start := time.Now()
 		n, err := f.Read(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -273,6 +300,7 @@ func (s *Shaper) udpReplies(f *net.UDPConn, client netip.AddrPort) {
 			}
 			continue
 		}
+		down.resume(time.Since(start))
 		if !down.lim.AllowN(time.Now(), n) {
 			continue
 		}

@@ -95,7 +95,7 @@ func pace(ctx context.Context, write func([]byte) error, size int, bytesPerS flo
 }
 
 func TestEachDirectionForwardsAtTheHighRateThenAtTheLowRateAfterTheVolume(t *testing.T) {
-	const high, low, after = 8e6, 3e6, 12e6 // the switch comes 1.5 s in
+	const high, low, after = 4e6, 1.5e6, 6e6 // the switch comes 1.5 s in
 	for _, tc := range []struct {
 		name  string
 		proto string
@@ -150,8 +150,8 @@ func TestEachDirectionForwardsAtTheHighRateThenAtTheLowRateAfterTheVolume(t *tes
 							got.add(n)
 							continue
 						}
-						// The client's first datagram says where to send: 1.5 times the high rate.
-						go pace(ctx, func(b []byte) error { _, err := uc.WriteToUDPAddrPort(b, from); return err }, 8000, 1.5*high)
+						// The client's first datagram says where to send: twice the high rate.
+						go pace(ctx, func(b []byte) error { _, err := uc.WriteToUDPAddrPort(b, from); return err }, 8000, 2*high)
 						return
 					}
 				}()
@@ -179,7 +179,7 @@ func TestEachDirectionForwardsAtTheHighRateThenAtTheLowRateAfterTheVolume(t *tes
 			case tc.proto == "tcp":
 				go drain(c, got)
 			case tc.dir == Up:
-				go pace(ctx, func(b []byte) error { _, err := c.Write(b); return err }, 8000, 1.5*high)
+				go pace(ctx, func(b []byte) error { _, err := c.Write(b); return err }, 8000, 2*high)
 			default:
 				_, _ = c.Write([]byte("hello"))
 				go drain(c, got)

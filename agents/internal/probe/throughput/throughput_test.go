@@ -123,9 +123,9 @@ func TestExperimentsThroughAShaperRecordTheShapersRatesAndSwitchWithin5Percent(t
 		after     int64
 	}{
 		{name: "tcp, 4 streams", exp: Experiment{Proto: "tcp", Streams: 4},
-			high: 8e6, low: 3e6, after: 12e6},
-		{name: "udp above the shaper's rates", exp: Experiment{Proto: "udp", UDPRateBitsPerS: 48e6, UDPDatagramBytes: 8000},
 			high: 4e6, low: 1.5e6, after: 6e6},
+		{name: "udp above the shaper's rates", exp: Experiment{Proto: "udp", UDPRateBitsPerS: 12e6, UDPDatagramBytes: 8000},
+			high: 1e6, low: 0.4e6, after: 1.5e6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := startAgent(t), startAgent(t)
