@@ -283,6 +283,15 @@ func TestAResponderRefusesWhatItsConfigDoesNotScheduleAndSaysWhy(t *testing.T) {
 			}
 		})
 	}
+	t.Run("while another experiment runs", func(t *testing.T) {
+		if reason := b.m.claim(newUUID()); reason != "" {
+			t.Fatal(reason)
+		}
+		defer b.m.release()
+		if got := handshake(t, b.m.Addr().String(), mustUUID(ok.ID), self, func(n []byte) []byte { return controlMAC(ok.Token, n, mustUUID(ok.ID)) }); got != "ERR agent busy with another experiment" {
+			t.Fatalf("answer %q, want ERR agent busy with another experiment", got)
+		}
+	})
 	if got := b.got.all(); len(got) != 0 {
 		t.Fatalf("a refused experiment recorded samples: %+v", got)
 	}
