@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, Literal, NoReturn
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi import APIRouter, Query, Response, status
 
 from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
+from stormwatch.api.errors import ServiceErrors, value_error
 from stormwatch.schemas.alerts import (
     AlertDetail,
     AlertPublic,
@@ -32,22 +33,13 @@ from stormwatch.services.analytics.queries import QueryError
 router = APIRouter(tags=["alerts"])
 
 
-def _raise(exc: Exception) -> NoReturn:
-    if isinstance(exc, svc.RuleNotFound):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such alert rule") from exc
-    if isinstance(exc, svc.AlertNotFound):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such alert") from exc
-    if isinstance(exc, RuleInvalid):
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
-                            [{"loc": exc.loc, "msg": exc.msg, "type": "value_error"}]) from exc
-    if isinstance(exc, QueryError):
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY,
-                            [{"loc": ["body", exc.param], "msg": str(exc),
-                              "type": "value_error"}]) from exc
-    raise exc
-
-
-_ERRORS = (svc.RuleNotFound, svc.AlertNotFound, RuleInvalid, QueryError)
+_errors = ServiceErrors({
+    svc.RuleNotFound: (status.HTTP_404_NOT_FOUND, "no such alert rule"),
+    svc.AlertNotFound: (status.HTTP_404_NOT_FOUND, "no such alert"),
+    RuleInvalid: (status.HTTP_422_UNPROCESSABLE_ENTITY, lambda e: value_error(e.loc, e.msg)),
+    QueryError: (status.HTTP_422_UNPROCESSABLE_ENTITY,
+                 lambda e: value_error(["body", e.param], str(e))),
+})
 
 
 def _draft(body: Any) -> dict[str, Any]:
@@ -83,13 +75,8 @@ async def list_alert_rules(principal: OrgPrincipalDep, session: SessionDep) -> A
              status_code=status.HTTP_201_CREATED)
 async def create_alert_rule(body: AlertRuleCreate, principal: AdminDep,
                             session: SessionDep) -> Any:
-    try:
-        out = await svc.create_rule(session, principal.org_id, _draft(body), principal.user_id)
-    except _ERRORS as exc:
-        await session.rollback()
-        _raise(exc)
-    await session.commit()
-    return out
+    async with _errors.writing(session):
+        return await svc.create_rule(session, principal.org_id, _draft(body), principal.user_id)
 
 
 @router.post("/alert-rules/backtest", response_model=BacktestResult,
@@ -105,22 +92,18 @@ async def backtest_alert_rule(body: BacktestRequest, principal: OrgPrincipalDep,
     if end.tzinfo is None:
         end = end.replace(tzinfo=UTC)
     if end <= start:
-        _raise(RuleInvalid(["body", "to"], "to must be after from"))
+        _errors.raise_(RuleInvalid(["body", "to"], "to must be after from"))
     if end - start > timedelta(days=31):
-        _raise(RuleInvalid(["body", "from"], "a backtest covers at most 31 days"))
-    try:
+        _errors.raise_(RuleInvalid(["body", "from"], "a backtest covers at most 31 days"))
+    with _errors.reading():
         return await backtest(session, principal.org_id, _draft(body), start, end)
-    except _ERRORS as exc:
-        _raise(exc)
 
 
 @router.get("/alert-rules/{rule_id}", response_model=AlertRulePublic, responses=NOT_FOUND)
 async def get_alert_rule(rule_id: uuid.UUID, principal: OrgPrincipalDep,
                          session: SessionDep) -> Any:
-    try:
+    with _errors.reading():
         return await svc.get_rule(session, principal.org_id, rule_id)
-    except _ERRORS as exc:
-        _raise(exc)
 
 
 @router.patch("/alert-rules/{rule_id}", response_model=AlertRulePublic, responses=NOT_FOUND)
@@ -134,25 +117,17 @@ async def update_alert_rule(rule_id: uuid.UUID, body: AlertRuleUpdate, principal
     for k in ("name", "metric", "statistic", "window_s", "condition", "x", "y", "n",
               "severity", "enabled", "labels", "scope", "channel_ids"):
         if k in changes and changes[k] is None:
-            _raise(RuleInvalid(["body", k], f"{k} cannot be null"))
-    try:
-        out = await svc.update_rule(session, principal.org_id, rule_id, changes)
-    except _ERRORS as exc:
-        await session.rollback()
-        _raise(exc)
-    await session.commit()
-    return out
+            _errors.raise_(RuleInvalid(["body", k], f"{k} cannot be null"))
+    async with _errors.writing(session):
+        return await svc.update_rule(session, principal.org_id, rule_id, changes)
 
 
 @router.delete("/alert-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT,
                responses=NOT_FOUND)
 async def delete_alert_rule(rule_id: uuid.UUID, principal: AdminDep,
                             session: SessionDep) -> Response:
-    try:
+    async with _errors.writing(session):
         await svc.delete_rule(session, principal.org_id, rule_id)
-    except _ERRORS as exc:
-        _raise(exc)
-    await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -174,7 +149,5 @@ async def list_alerts(
 async def get_alert(alert_id: uuid.UUID, principal: OrgPrincipalDep,
                     session: SessionDep) -> Any:
     """One alert with its transitions (firing, resolved) and evidence."""
-    try:
+    with _errors.reading():
         return await svc.get_alert(session, principal.org_id, alert_id)
-    except _ERRORS as exc:
-        _raise(exc)

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi import APIRouter, Query, Response, status
 from sqlalchemy import text
 
 from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
+from stormwatch.api.errors import ServiceErrors
 from stormwatch.notifications.base import PermanentError, TransientError
 from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.notifications import (
@@ -26,17 +27,11 @@ from stormwatch.services.notify import channels as svc
 router = APIRouter(tags=["notifications"])
 
 
-def _raise(exc: Exception) -> NoReturn:
-    if isinstance(exc, svc.ChannelNotFound):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such channel") from exc
-    if isinstance(exc, svc.ChannelConflict):
-        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from exc
-    if isinstance(exc, svc.Invalid):
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, exc.errors) from exc
-    raise exc
-
-
-_ERRORS = (svc.ChannelNotFound, svc.ChannelConflict, svc.Invalid)
+_errors = ServiceErrors({
+    svc.ChannelNotFound: (status.HTTP_404_NOT_FOUND, "no such channel"),
+    svc.ChannelConflict: (status.HTTP_409_CONFLICT, str),
+    svc.Invalid: (status.HTTP_422_UNPROCESSABLE_ENTITY, lambda e: e.errors),
+})
 
 
 @router.get("/channels", response_model=list[ChannelPublic])
@@ -49,45 +44,30 @@ async def create_channel(body: ChannelCreate, principal: AdminDep,
                          session: SessionDep) -> ChannelCreated:
     """Creates an email, Slack or webhook channel. A webhook channel's `signing_secret`
     (whsec_..., Standard Webhooks) is in this response only."""
-    try:
-        out = await svc.create_channel(session, principal.org_id, body, principal.user_id)
-    except _ERRORS as exc:
-        await session.rollback()
-        _raise(exc)
-    await session.commit()
-    return out
+    async with _errors.writing(session):
+        return await svc.create_channel(session, principal.org_id, body, principal.user_id)
 
 
 @router.get("/channels/{channel_id}", response_model=ChannelPublic, responses=NOT_FOUND)
 async def get_channel(channel_id: uuid.UUID, principal: OrgPrincipalDep,
                       session: SessionDep) -> ChannelPublic:
-    try:
+    with _errors.reading():
         return svc.public(await svc.get_row(session, principal.org_id, channel_id))
-    except _ERRORS as exc:
-        _raise(exc)
 
 
 @router.patch("/channels/{channel_id}", response_model=ChannelCreated, responses=NOT_FOUND)
 async def update_channel(channel_id: uuid.UUID, body: ChannelUpdate, principal: AdminDep,
                          session: SessionDep) -> ChannelCreated:
-    try:
-        out = await svc.update_channel(session, principal.org_id, channel_id, body)
-    except _ERRORS as exc:
-        await session.rollback()
-        _raise(exc)
-    await session.commit()
-    return out
+    async with _errors.writing(session):
+        return await svc.update_channel(session, principal.org_id, channel_id, body)
 
 
 @router.delete("/channels/{channel_id}", status_code=status.HTTP_204_NO_CONTENT,
                responses=NOT_FOUND)
 async def delete_channel(channel_id: uuid.UUID, principal: AdminDep,
                          session: SessionDep) -> Response:
-    try:
+    async with _errors.writing(session):
         await svc.delete_channel(session, principal.org_id, channel_id)
-    except _ERRORS as exc:
-        _raise(exc)
-    await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -95,10 +75,8 @@ async def delete_channel(channel_id: uuid.UUID, principal: AdminDep,
 async def test_channel(channel_id: uuid.UUID, principal: AdminDep,
                        session: SessionDep) -> ChannelTestResult:
     """Sends a test message now and answers the server's own reply or error verbatim."""
-    try:
+    with _errors.reading():
         row = await svc.get_row(session, principal.org_id, channel_id)
-    except _ERRORS as exc:
-        _raise(exc)
     message = svc.test_message(principal.org_id, row.name)
     try:
         channel = svc.build_channel(row.kind, row.config, row.secret_ciphertext)
@@ -141,10 +119,8 @@ async def list_channel_deliveries(channel_id: uuid.UUID, principal: OrgPrincipal
                                   ) -> list[DeliveryPublic]:
     """The channel's delivery log, newest first: state, attempts, the server's reply or
     the last error."""
-    try:
+    with _errors.reading():
         await svc.get_row(session, principal.org_id, channel_id)
-    except _ERRORS as exc:
-        _raise(exc)
     return await _deliveries(session, principal.org_id, "AND d.channel_id = :ch",
                              {"ch": channel_id}, limit)
 

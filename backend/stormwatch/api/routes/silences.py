@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import uuid
 
-from fastapi import APIRouter, HTTPException, status
+from fastapi import APIRouter, status
 from sqlalchemy import select
 
 from stormwatch.api.deps import AdminDep, OrgPrincipalDep, Principal, SessionDep
+from stormwatch.api.errors import Detail, ServiceErrors
 from stormwatch.models import User
 from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.notifications import SilenceCreate, SilencePublic
@@ -15,6 +16,12 @@ from stormwatch.services.notify import windows as svc
 from stormwatch.services.notify.channels import Invalid
 
 router = APIRouter(prefix="/silences", tags=["notifications"])
+
+# Silences and maintenance windows check their bodies the same way.
+INVALID: dict[type[Exception], tuple[int, Detail]] = {
+    Invalid: (status.HTTP_422_UNPROCESSABLE_ENTITY, lambda e: e.errors)}
+_errors = ServiceErrors({svc.NotFound: (status.HTTP_404_NOT_FOUND, "no such silence"),
+                         **INVALID})
 
 
 async def who(session: SessionDep, principal: Principal) -> str:
@@ -39,23 +46,14 @@ async def create_silence(body: SilenceCreate, principal: AdminDep,
                          session: SessionDep) -> SilencePublic:
     """Mutes notifications of the rules matched by rule_ids and/or label matchers (rules
     carry their labels plus alertname, severity and rule_id) from starts_at to ends_at."""
-    try:
-        out = await svc.create_silence(session, principal.org_id, body,
-                                       await who(session, principal))
-    except Invalid as exc:
-        await session.rollback()
-        raise HTTPException(status.HTTP_422_UNPROCESSABLE_ENTITY, exc.errors) from exc
-    await session.commit()
-    return out
+    made_by = await who(session, principal)
+    async with _errors.writing(session):
+        return await svc.create_silence(session, principal.org_id, body, made_by)
 
 
 @router.delete("/{silence_id}", response_model=SilencePublic, responses=NOT_FOUND)
 async def expire_silence(silence_id: uuid.UUID, principal: AdminDep,
                          session: SessionDep) -> SilencePublic:
     """Expires the silence now (it stays in the history)."""
-    try:
-        out = await svc.expire_silence(session, principal.org_id, silence_id)
-    except svc.NotFound as exc:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such silence") from exc
-    await session.commit()
-    return out
+    async with _errors.writing(session):
+        return await svc.expire_silence(session, principal.org_id, silence_id)
