@@ -1,7 +1,7 @@
-import { useMutation, useQuery } from "@tanstack/react-query";
+import { useMutation } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { adviseCompression, listTargets, type CompressionOut } from "../api/advisors";
-import { DecideNav } from "../components/decide/DecideNav";
+import { adviseCompression, type CompressionOut } from "../api/advisors";
+import { DecidePage, NumberField, RunState, TargetSelect, useTargetChoice } from "../components/decide/Layout";
 import { Missing, TermsTable, Verdict, num, usd } from "../components/decide/Terms";
 import { LinesChart } from "../components/common/LinesChart";
 import { Card, Loading } from "../components/common/State";
@@ -85,14 +85,13 @@ function LatencyView({ out }: { out: CompressionOut }) {
 }
 
 export default function DecideCompression() {
-  const targets = useQuery({ queryKey: ["storage-targets"], queryFn: ({ signal }) => listTargets(signal) });
   const [target, setTarget] = useState("");
+  const { targets, chosen } = useTargetChoice(target);
   const [content, setContent] = useState<"text" | "binary">("text");
   const [transfer, setTransfer] = useState<"internet" | "inter_region">("internet");
   const [transfers, setTransfers] = useState("1");
   const [months, setMonths] = useState("1");
   const run = useMutation({ mutationFn: adviseCompression });
-  const chosen = target || targets.data?.[0]?.id || "";
 
   function submit(e: FormEvent) {
     e.preventDefault();
@@ -101,26 +100,13 @@ export default function DecideCompression() {
   }
   const out = run.data;
   return (
-    <>
-      <div className="page-head">
-        <h1>Decide: compression</h1>
-      </div>
-      <DecideNav current="/decide/compression" />
+    <DecidePage title="compression" current="/decide/compression">
       <Card title="Does gzip-9 pay?" note="seed 000 eq. (1): t_c·C_CPU < ΔS·(C_b + C_s), from your gzip9 and plain samples and your prices">
         {targets.isPending ? (
           <Loading />
         ) : (
           <form className="field-row" onSubmit={submit} aria-label="Compression inputs">
-            <label>
-              Storage target
-              <select value={chosen} onChange={(e) => setTarget(e.target.value)}>
-                {(targets.data ?? []).map((t) => (
-                  <option key={t.id} value={t.id}>
-                    {t.name} ({t.provider} {t.region})
-                  </option>
-                ))}
-              </select>
-            </label>
+            <TargetSelect targets={targets.data ?? []} value={chosen} onChange={setTarget} />
             <label>
               Content
               <select value={content} onChange={(e) => setContent(e.target.value as "text" | "binary")}>
@@ -135,25 +121,14 @@ export default function DecideCompression() {
                 <option value="inter_region">inter-region</option>
               </select>
             </label>
-            <label>
-              Transfers per object
-              <input type="number" min="0" step="any" value={transfers} onChange={(e) => setTransfers(e.target.value)} />
-            </label>
-            <label>
-              Months stored
-              <input type="number" min="0" step="any" value={months} onChange={(e) => setMonths(e.target.value)} />
-            </label>
+            <NumberField label="Transfers per object" value={transfers} onChange={setTransfers} />
+            <NumberField label="Months stored" value={months} onChange={setMonths} />
             <button type="submit" className="primary" disabled={!chosen || run.isPending}>
               Evaluate
             </button>
           </form>
         )}
-        {run.isPending && <Loading what="Evaluating" />}
-        {run.error && (
-          <p className="state error" role="alert">
-            {run.error.message}
-          </p>
-        )}
+        <RunState pending={run.isPending} error={run.error} />
         {out && <Missing items={out.missing ?? []} />}
         {out && (
           <p className="muted">
@@ -171,6 +146,6 @@ export default function DecideCompression() {
           <LatencyView out={out} />
         </>
       )}
-    </>
+    </DecidePage>
   );
 }

@@ -2,7 +2,7 @@ import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { advisePlacement, getPlacement, type PlacementOut } from "../api/advisors";
 import { listAgents } from "../api/endpoints";
-import { DecideNav } from "../components/decide/DecideNav";
+import { CheckList, DecidePage, NumberField, RunState } from "../components/decide/Layout";
 import { Missing, Verdict, num } from "../components/decide/Terms";
 import { Card, Loading } from "../components/common/State";
 import { formatBitsPerS, formatBytes, formatMs, formatPercent } from "../lib/format";
@@ -141,26 +141,13 @@ export default function DecidePlacement() {
     setPicked(allRegions.filter((x) => cur.has(x)));
   }
   return (
-    <>
-      <div className="page-head">
-        <h1>Decide: block placement</h1>
-      </div>
-      <DecideNav current="/decide/placement" />
+    <DecidePage title="block placement" current="/decide/placement">
       <Card title="Where should blocks go?" note="seed 001: random, two-random, local, local-closest, local-farthest over your measured RTT matrix">
         {agents.isPending ? (
           <Loading />
         ) : (
           <form onSubmit={submit} aria-label="Placement inputs">
-            <fieldset className="field-row">
-              <legend>Regions</legend>
-              {allRegions.map((r) => (
-                <label key={r}>
-                  <span>
-                    <input type="checkbox" checked={regions.includes(r)} onChange={() => toggle(r)} /> {r}
-                  </span>
-                </label>
-              ))}
-            </fieldset>
+            <CheckList legend="Regions" options={allRegions.map((r) => ({ value: r, label: r }))} checked={regions} onToggle={toggle} />
             <div className="field-row">
               <label>
                 Uploader
@@ -178,30 +165,16 @@ export default function DecidePlacement() {
                   ))}
                 </select>
               </label>
-              <label>
-                File size (KiB)
-                <input type="number" min="1" value={fileKiB} onChange={(e) => setFileKiB(e.target.value)} />
-              </label>
-              <label>
-                Block size (KiB)
-                <input type="number" min="1" value={blockKiB} onChange={(e) => setBlockKiB(e.target.value)} />
-              </label>
-              <label>
-                Trials
-                <input type="number" min="1" max="100000" value={trials} onChange={(e) => setTrials(e.target.value)} />
-              </label>
+              <NumberField label="File size (KiB)" min="1" step="1" value={fileKiB} onChange={setFileKiB} />
+              <NumberField label="Block size (KiB)" min="1" step="1" value={blockKiB} onChange={setBlockKiB} />
+              <NumberField label="Trials" min="1" max="100000" step="1" value={trials} onChange={setTrials} />
               <button type="submit" className="primary" disabled={regions.length < 2 || run.isPending}>
                 Simulate
               </button>
             </div>
           </form>
         )}
-        {(run.isPending || out?.status === "pending") && <Loading what="Simulating" />}
-        {run.error && (
-          <p className="state error" role="alert">
-            {run.error.message}
-          </p>
-        )}
+        <RunState pending={run.isPending || out?.status === "pending"} error={run.error} what="Simulating" />
         {out?.status === "failed" && (
           <p className="state error" role="alert">
             {out.error}
@@ -211,6 +184,6 @@ export default function DecidePlacement() {
       </Card>
       {out?.result && <Result out={out} />}
       {out?.data && <Matrix out={out} regions={out.result?.regions ?? run.variables?.regions ?? regions} />}
-    </>
+    </DecidePage>
   );
 }

@@ -1,7 +1,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { clearPrice, getPricing, setPrice, type PriceItem } from "../api/advisors";
-import { DecideNav } from "../components/decide/DecideNav";
+import { DecidePage } from "../components/decide/Layout";
 import { usd } from "../components/decide/Terms";
 import { Card, ErrorState, Loading } from "../components/common/State";
 
@@ -26,11 +26,7 @@ export default function DecidePricing() {
   const rows = (data?.figures ?? []).filter((f) => !filter || `${f.provider}/${f.region}`.includes(filter));
   const error = save.error ?? revert.error;
   return (
-    <>
-      <div className="page-head">
-        <h1>Decide: prices</h1>
-      </div>
-      <DecideNav current="/decide/pricing" />
+    <DecidePage title="prices" current="/decide/pricing">
       {catalog.isPending && <Loading />}
       {catalog.error && <ErrorState error={catalog.error} onRetry={() => void catalog.refetch()} />}
       {data && (
@@ -114,6 +110,6 @@ export default function DecidePricing() {
           </Card>
         </>
       )}
-    </>
+    </DecidePage>
   );
 }

@@ -1,7 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { getRankings, type RankingQuery } from "../api/advisors";
-import { DecideNav } from "../components/decide/DecideNav";
+import { DecidePage } from "../components/decide/Layout";
 import { Missing, num } from "../components/decide/Terms";
 import { Card, ErrorState, Loading } from "../components/common/State";
 import { formatBitsPerS, formatCount, formatMs, formatPercent } from "../lib/format";
@@ -22,11 +22,7 @@ export default function DecideRankings() {
   const out = res.data;
   const fmt = (v: number | null | undefined) => (q.stat === "loss_rate" ? formatPercent(v) : out?.unit === "bytes_per_s" ? formatBitsPerS(v) : formatMs(v));
   return (
-    <>
-      <div className="page-head">
-        <h1>Decide: rankings</h1>
-      </div>
-      <DecideNav current="/decide/rankings" />
+    <DecidePage title="rankings" current="/decide/rankings">
       <Card title="Rank by a measured statistic" note="each figure with its 95% confidence interval">
         <form className="field-row" aria-label="Ranking inputs" onSubmit={(e) => e.preventDefault()}>
           <label>
@@ -101,6 +97,6 @@ export default function DecideRankings() {
           </>
         )}
       </Card>
-    </>
+    </DecidePage>
   );
 }

@@ -1,7 +1,7 @@
-import { useMutation, useQuery } from "@tanstack/react-query";
+import { useMutation } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { adviseReplication, listTargets, type ReplicationOut } from "../api/advisors";
-import { DecideNav } from "../components/decide/DecideNav";
+import { adviseReplication, type ReplicationOut } from "../api/advisors";
+import { DecidePage, NumberField, RunState, TargetSelect, useTargetChoice } from "../components/decide/Layout";
 import { Missing, TermsTable, Verdict, num, usd } from "../components/decide/Terms";
 import { Card, Loading } from "../components/common/State";
 import { formatBytes, formatMs } from "../lib/format";
@@ -60,12 +60,11 @@ function SizeResult({ row }: { row: ReplicationOut["sizes"][number] }) {
 }
 
 export default function DecideReplication() {
-  const targets = useQuery({ queryKey: ["storage-targets"], queryFn: ({ signal }) => listTargets(signal) });
   const [target, setTarget] = useState("");
+  const { targets, chosen } = useTargetChoice(target);
   const [gets, setGets] = useState("1000000");
   const [value, setValue] = useState("0.000001");
   const run = useMutation({ mutationFn: adviseReplication });
-  const chosen = target || targets.data?.[0]?.id || "";
 
   function submit(e: FormEvent) {
     e.preventDefault();
@@ -74,45 +73,21 @@ export default function DecideReplication() {
   }
   const out = run.data;
   return (
-    <>
-      <div className="page-head">
-        <h1>Decide: replication</h1>
-      </div>
-      <DecideNav current="/decide/replication" />
+    <DecidePage title="replication" current="/decide/replication">
       <Card title="Do parallel GETs of F copies pay?" note="seed 000 eq. (2): N_G·C_V·ΔV̄ > F·S̄·(C_s + C_G), from your replicated-variant samples">
         {targets.isPending ? (
           <Loading />
         ) : (
           <form className="field-row" onSubmit={submit} aria-label="Replication inputs">
-            <label>
-              Storage target
-              <select value={chosen} onChange={(e) => setTarget(e.target.value)}>
-                {(targets.data ?? []).map((t) => (
-                  <option key={t.id} value={t.id}>
-                    {t.name} ({t.provider} {t.region})
-                  </option>
-                ))}
-              </select>
-            </label>
-            <label>
-              GETs per month (N_G)
-              <input type="number" min="0" step="any" value={gets} onChange={(e) => setGets(e.target.value)} />
-            </label>
-            <label>
-              Value of 1 ms less std dev per GET, USD (C_V)
-              <input type="number" min="0" step="any" value={value} onChange={(e) => setValue(e.target.value)} />
-            </label>
+            <TargetSelect targets={targets.data ?? []} value={chosen} onChange={setTarget} />
+            <NumberField label="GETs per month (N_G)" value={gets} onChange={setGets} />
+            <NumberField label="Value of 1 ms less std dev per GET, USD (C_V)" value={value} onChange={setValue} />
             <button type="submit" className="primary" disabled={!chosen || run.isPending}>
               Evaluate
             </button>
           </form>
         )}
-        {run.isPending && <Loading what="Evaluating" />}
-        {run.error && (
-          <p className="state error" role="alert">
-            {run.error.message}
-          </p>
-        )}
+        <RunState pending={run.isPending} error={run.error} />
         {out && <Missing items={out.missing ?? []} />}
         {out && (
           <p className="muted">
@@ -127,6 +102,6 @@ export default function DecideReplication() {
           ))}
         </div>
       )}
-    </>
+    </DecidePage>
   );
 }

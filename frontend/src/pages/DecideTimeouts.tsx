@@ -2,7 +2,7 @@ import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { adviseTimeout, type TimeoutIn, type TimeoutOut } from "../api/advisors";
 import { listAgents } from "../api/endpoints";
-import { DecideNav } from "../components/decide/DecideNav";
+import { AgentSelect, CheckList, DecidePage, NumberField, RunState } from "../components/decide/Layout";
 import { Missing, TermsTable, Verdict, num } from "../components/decide/Terms";
 import { LinesChart } from "../components/common/LinesChart";
 import { Card, Loading } from "../components/common/State";
@@ -102,11 +102,7 @@ export default function DecideTimeouts() {
   }
   const out = run.data;
   return (
-    <>
-      <div className="page-head">
-        <h1>Decide: timeouts</h1>
-      </div>
-      <DecideNav current="/decide/timeouts" />
+    <DecidePage title="timeouts" current="/decide/timeouts">
       <Card title="Which timeout gives fewer false timeouts than you tolerate?" note="seed 003 §1: T with P(RTT > T) ≤ tolerated rate ÷ message rate, from the measured distribution">
         {agents.isPending ? (
           <Loading />
@@ -124,26 +120,8 @@ export default function DecideTimeouts() {
               </label>
               {scope === "pair" && (
                 <>
-                  <label>
-                    From
-                    <select value={s} onChange={(e) => setSrc(e.target.value)}>
-                      {list.map((a) => (
-                        <option key={a.id} value={a.id}>
-                          {a.name}
-                        </option>
-                      ))}
-                    </select>
-                  </label>
-                  <label>
-                    To
-                    <select value={d} onChange={(e) => setDst(e.target.value)}>
-                      {list.map((a) => (
-                        <option key={a.id} value={a.id}>
-                          {a.name}
-                        </option>
-                      ))}
-                    </select>
-                  </label>
+                  <AgentSelect label="From" agents={list} value={s} onChange={setSrc} />
+                  <AgentSelect label="To" agents={list} value={d} onChange={setDst} />
                 </>
               )}
               {scope === "topology_class" && (
@@ -162,27 +140,11 @@ export default function DecideTimeouts() {
                     Group name
                     <input required value={groupName} onChange={(e) => setGroupName(e.target.value)} placeholder="zone-majority" />
                   </label>
-                  <label>
-                    At agent (optional)
-                    <select value={src} onChange={(e) => setSrc(e.target.value)}>
-                      <option value="">every member</option>
-                      {list.map((a) => (
-                        <option key={a.id} value={a.id}>
-                          {a.name}
-                        </option>
-                      ))}
-                    </select>
-                  </label>
+                  <AgentSelect label="At agent (optional)" agents={list} value={src} onChange={setSrc} anyLabel="every member" />
                 </>
               )}
-              <label>
-                Messages per second
-                <input type="number" min="0" step="any" value={rate} onChange={(e) => setRate(e.target.value)} />
-              </label>
-              <label>
-                Tolerated false timeouts per hour
-                <input type="number" min="0" step="any" value={perHour} onChange={(e) => setPerHour(e.target.value)} />
-              </label>
+              <NumberField label="Messages per second" value={rate} onChange={setRate} />
+              <NumberField label="Tolerated false timeouts per hour" value={perHour} onChange={setPerHour} />
               <label>
                 Range
                 <select value={days} onChange={(e) => setDays(e.target.value)}>
@@ -196,25 +158,11 @@ export default function DecideTimeouts() {
               </button>
             </div>
             {scope === "group" && (
-              <fieldset className="field-row">
-                <legend>Agents (every link among them)</legend>
-                {list.map((a) => (
-                  <label key={a.id}>
-                    <span>
-                      <input type="checkbox" checked={group.includes(a.id)} onChange={() => setGroup(group.includes(a.id) ? group.filter((x) => x !== a.id) : [...group, a.id])} /> {a.name}
-                    </span>
-                  </label>
-                ))}
-              </fieldset>
+              <CheckList legend="Agents (every link among them)" options={list.map((a) => ({ value: a.id, label: a.name }))} checked={group} onToggle={(id) => setGroup(group.includes(id) ? group.filter((x) => x !== id) : [...group, id])} />
             )}
           </form>
         )}
-        {run.isPending && <Loading what="Evaluating" />}
-        {run.error && (
-          <p className="state error" role="alert">
-            {run.error.message}
-          </p>
-        )}
+        <RunState pending={run.isPending} error={run.error} />
         {out && <Missing items={out.missing ?? []} />}
       </Card>
       {out?.status === "ok" && (
@@ -223,6 +171,6 @@ export default function DecideTimeouts() {
           <ByHour out={out} />
         </div>
       )}
-    </>
+    </DecidePage>
   );
 }
