@@ -54,7 +54,20 @@ class NotificationChannel(Base):
     updated_at: Mapped[datetime] = created_at_col()
 
 
-class Silence(Base):
+class MutesRules:
+    """What a silence or maintenance window mutes (rules by id, or by label matchers), and
+    who set it up; matched by services/notify/windows.py the same way for both."""
+
+    rule_ids: Mapped[list[uuid.UUID]] = mapped_column(
+        ARRAY(Uuid), default=list, server_default=text("'{}'::uuid[]"))
+    matchers: Mapped[list[dict[str, str]]] = mapped_column(
+        JSONB, default=list, server_default=text("'[]'::jsonb"))
+    comment: Mapped[str] = mapped_column(Text, default="", server_default="")
+    created_by: Mapped[str] = mapped_column(String(320))
+    created_at: Mapped[datetime] = created_at_col()
+
+
+class Silence(MutesRules, Base):
     """Mutes notifications of matching rules from starts_at to ends_at (expiring sets ends_at)."""
 
     __tablename__ = "silences"
@@ -65,18 +78,11 @@ class Silence(Base):
 
     id: Mapped[uuid.UUID] = uuid_pk()
     org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
-    rule_ids: Mapped[list[uuid.UUID]] = mapped_column(
-        ARRAY(Uuid), default=list, server_default=text("'{}'::uuid[]"))
-    matchers: Mapped[list[dict[str, str]]] = mapped_column(
-        JSONB, default=list, server_default=text("'[]'::jsonb"))
     starts_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     ends_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    comment: Mapped[str] = mapped_column(Text, default="", server_default="")
-    created_by: Mapped[str] = mapped_column(String(320))
-    created_at: Mapped[datetime] = created_at_col()
 
 
-class MaintenanceWindow(Base):
+class MaintenanceWindow(MutesRules, Base):
     """Planned work: one-off (starts_at..ends_at) or recurring (RFC 5545 RRULE expanded in
     `timezone` from starts_at's local time, each occurrence lasting duration_s)."""
 
@@ -93,13 +99,6 @@ class MaintenanceWindow(Base):
     starts_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     duration_s: Mapped[int] = mapped_column(Integer)
     rrule: Mapped[str | None] = mapped_column(Text)
-    rule_ids: Mapped[list[uuid.UUID]] = mapped_column(
-        ARRAY(Uuid), default=list, server_default=text("'{}'::uuid[]"))
-    matchers: Mapped[list[dict[str, str]]] = mapped_column(
-        JSONB, default=list, server_default=text("'[]'::jsonb"))
-    comment: Mapped[str] = mapped_column(Text, default="", server_default="")
-    created_by: Mapped[str] = mapped_column(String(320))
-    created_at: Mapped[datetime] = created_at_col()
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow,
                                                  onupdate=utcnow)
 
