@@ -28,6 +28,7 @@ from stormwatch.schemas.storage_target import (
     Variants,
     check_inline,
 )
+from stormwatch.services.owned import get_owned
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +114,8 @@ def _public(t: StorageTarget, agent_ids: list[uuid.UUID]) -> StorageTargetPublic
 
 
 async def _owned(session: AsyncSession, org_id: uuid.UUID, target_id: uuid.UUID) -> StorageTarget:
-    t = await session.get(StorageTarget, target_id)
-    if t is None or t.org_id != org_id:
-        raise StorageTargetNotFound("no such storage target")
-    return t
+    return await get_owned(session, StorageTarget, org_id, target_id,
+                           StorageTargetNotFound("no such storage target"))
 
 
 async def list_targets(session: AsyncSession, org_id: uuid.UUID) -> list[StorageTargetPublic]:

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.models.alerts import Alert, AlertEvent, AlertRule
 from stormwatch.services.alerts.validation import validate_rule
+from stormwatch.services.owned import get_owned
 
 DEFINITION = ("metric", "statistic", "scope", "window_s", "condition", "x", "y", "n", "m")
 FIELDS = ("name", "description", "severity", "labels", "enabled", *DEFINITION, "channel_ids",
@@ -48,10 +49,7 @@ async def list_rules(session: AsyncSession, org_id: uuid.UUID) -> list[dict[str,
 
 
 async def _get(session: AsyncSession, org_id: uuid.UUID, rule_id: uuid.UUID) -> AlertRule:
-    r = await session.get(AlertRule, rule_id)
-    if r is None or r.org_id != org_id:
-        raise RuleNotFound(str(rule_id))
-    return r
+    return await get_owned(session, AlertRule, org_id, rule_id, RuleNotFound(str(rule_id)))
 
 
 async def get_rule(session: AsyncSession, org_id: uuid.UUID, rule_id: uuid.UUID

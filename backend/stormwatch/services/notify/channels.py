@@ -27,6 +27,7 @@ from stormwatch.schemas.notifications import (
     SlackConfigIn,
     WebhookConfigIn,
 )
+from stormwatch.services.owned import get_owned
 
 CONFIG_MODELS: dict[str, type[BaseModel]] = {
     "email": EmailConfigIn, "slack": SlackConfigIn, "webhook": WebhookConfigIn}
@@ -123,10 +124,7 @@ async def create_channel(session: AsyncSession, org_id: uuid.UUID, body: Channel
 
 async def get_row(session: AsyncSession, org_id: uuid.UUID,
                   channel_id: uuid.UUID) -> NotificationChannel:
-    row = await session.get(NotificationChannel, channel_id)
-    if row is None or row.org_id != org_id:
-        raise ChannelNotFound()
-    return row
+    return await get_owned(session, NotificationChannel, org_id, channel_id, ChannelNotFound())
 
 
 async def list_channels(session: AsyncSession, org_id: uuid.UUID) -> list[ChannelPublic]:

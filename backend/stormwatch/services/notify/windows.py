@@ -20,6 +20,7 @@ from stormwatch.schemas.notifications import (
 )
 from stormwatch.services.notify import matching
 from stormwatch.services.notify.channels import Invalid
+from stormwatch.services.owned import get_owned
 
 
 class NotFound(Exception):
@@ -76,9 +77,7 @@ async def list_silences(session: AsyncSession, org_id: uuid.UUID,
 
 async def expire_silence(session: AsyncSession, org_id: uuid.UUID,
                          silence_id: uuid.UUID) -> SilencePublic:
-    row = await session.get(Silence, silence_id)
-    if row is None or row.org_id != org_id:
-        raise NotFound()
+    row = await get_owned(session, Silence, org_id, silence_id, NotFound())
     now = datetime.now(UTC)
     if row.ends_at > now:
         if row.starts_at >= now:
@@ -140,10 +139,7 @@ async def create_window(session: AsyncSession, org_id: uuid.UUID,
 
 async def get_window(session: AsyncSession, org_id: uuid.UUID,
                      window_id: uuid.UUID) -> MaintenanceWindow:
-    row = await session.get(MaintenanceWindow, window_id)
-    if row is None or row.org_id != org_id:
-        raise NotFound()
-    return row
+    return await get_owned(session, MaintenanceWindow, org_id, window_id, NotFound())
 
 
 async def list_windows(session: AsyncSession, org_id: uuid.UUID
