@@ -1,12 +1,14 @@
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { deleteRule, listAlerts, listRules, type AlertVM, type RuleVM } from "../api/alerts";
 import { AlertList, SeverityBadge } from "../components/alerts/AlertList";
 import { Channels } from "../components/alerts/Channels";
 import { MaintenanceWindows, SilenceForm, Silences } from "../components/alerts/Silences";
+import { DeleteButton } from "../components/alerts/shared";
 import { follow } from "../components/common/Link";
 import { Card } from "../components/common/State";
 import { linkTo, useParams } from "../lib/router";
+import { useListMutation } from "../lib/useListMutation";
 
 const TABS = [
   ["alerts", "Alerts"],
@@ -20,8 +22,7 @@ type Tab = (typeof TABS)[number][0];
 const POLL_MS = 10_000;
 
 function Rules({ rules }: { rules: RuleVM[] }) {
-  const qc = useQueryClient();
-  const del = useMutation({ mutationFn: deleteRule, onSuccess: () => void qc.invalidateQueries({ queryKey: ["alert-rules"] }) });
+  const del = useListMutation(deleteRule, "alert-rules");
   if (rules.length === 0) return <p className="muted">No rules yet.</p>;
   return (
     <table className="data" aria-label="Alert rules">
@@ -62,16 +63,7 @@ function Rules({ rules }: { rules: RuleVM[] }) {
               {r.firing > 0 ? <span className="badge bad">{r.firing} firing</span> : r.enabled ? "enabled" : <span className="muted">disabled</span>}
             </td>
             <td>
-              <button
-                type="button"
-                className="danger"
-                aria-label={`Delete rule ${r.name}`}
-                onClick={() => {
-                  if (window.confirm(`Delete the rule "${r.name}"?`)) del.mutate(r.id);
-                }}
-              >
-                Delete
-              </button>
+              <DeleteButton label={`Delete rule ${r.name}`} confirm={`Delete the rule "${r.name}"?`} onDelete={() => del.mutate(r.id)} />
             </td>
           </tr>
         ))}

@@ -1,7 +1,9 @@
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { createChannel, deleteChannel, listChannels, listDeliveries, testChannel, type ChannelCreate, type ChannelType, type ChannelVM, type TestSendVM } from "../../api/alerts";
 import { fieldErrors } from "../../api/http";
+import { DeleteButton } from "./shared";
+import { useListMutation } from "../../lib/useListMutation";
 
 const when = (ms: number) => (ms ? `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")}Z` : "–");
 
@@ -31,20 +33,19 @@ function bodyFor(kind: ChannelType, name: string, v: Record<string, string>): Ch
 }
 
 function ChannelForm() {
-  const qc = useQueryClient();
   const [type, setType] = useState<ChannelType>("slack");
   const [name, setName] = useState("");
   const [v, setV] = useState<Record<string, string>>({});
   const [secret, setSecret] = useState<{ name: string; secret: string } | null>(null);
-  const m = useMutation({
-    mutationFn: () => createChannel(bodyFor(type, name, v)),
-    onSuccess: (r) => {
-      void qc.invalidateQueries({ queryKey: ["channels"] });
+  const m = useListMutation(
+    () => createChannel(bodyFor(type, name, v)),
+    "channels",
+    (r) => {
       setSecret(r.secret ? { name: r.channel.name, secret: r.secret } : null);
       setName("");
       setV({});
     },
-  });
+  );
   const errs = fieldErrors(m.error);
   const fieldErr = (k: string) => errs[`config.${k}`] ?? errs[k];
   const input = (k: string, label: string, extra: Record<string, unknown> = {}) => (
@@ -168,12 +169,11 @@ export function Deliveries({ channelId, alertId }: { channelId?: string; alertId
 }
 
 export function Channels() {
-  const qc = useQueryClient();
   const q = useQuery({ queryKey: ["channels"], queryFn: ({ signal }) => listChannels(signal) });
   const [results, setResults] = useState<Record<string, TestSendVM>>({});
   const [logFor, setLogFor] = useState<string>("");
   const test = useMutation({ mutationFn: (id: string) => testChannel(id), onSuccess: (r, id) => setResults((x) => ({ ...x, [id]: r })) });
-  const del = useMutation({ mutationFn: deleteChannel, onSuccess: () => void qc.invalidateQueries({ queryKey: ["channels"] }) });
+  const del = useListMutation(deleteChannel, "channels");
   return (
     <>
       <ChannelForm />
@@ -214,16 +214,7 @@ export function Channels() {
                       <button type="button" onClick={() => setLogFor(logFor === c.id ? "" : c.id)} aria-pressed={logFor === c.id} aria-label={`Delivery log of ${c.name}`}>
                         Log
                       </button>
-                      <button
-                        type="button"
-                        className="danger"
-                        aria-label={`Delete channel ${c.name}`}
-                        onClick={() => {
-                          if (window.confirm(`Delete the channel "${c.name}"?`)) del.mutate(c.id);
-                        }}
-                      >
-                        Delete
-                      </button>
+                      <DeleteButton label={`Delete channel ${c.name}`} confirm={`Delete the channel "${c.name}"?`} onDelete={() => del.mutate(c.id)} />
                     </span>
                   </td>
                 </tr>

@@ -1,8 +1,10 @@
-import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { createMaintenance, createSilence, deleteMaintenance, expireSilence, listMaintenance, listSilences, type Matcher, type RuleVM } from "../../api/alerts";
 import { fieldErrors } from "../../api/http";
 import { parseLabels } from "./RuleEditor";
+import { DeleteButton, RuleMatchFields, ruleNamesOf } from "./shared";
+import { useListMutation } from "../../lib/useListMutation";
 
 const when = (ms: number | null) => (ms ? `${new Date(ms).toISOString().slice(0, 16).replace("T", " ")}Z` : "–");
 const matcherText = (ms: Matcher[]) => ms.map((m) => `${m.label}${m.op}${m.value}`).join(", ");
@@ -24,44 +26,29 @@ function Errors({ error }: { error: Error | null }) {
 
 /** A silence: by rule or by label matchers, until an end time, with who (the server records it) and why. */
 export function SilenceForm({ rules, presetRuleId, onDone }: { rules: RuleVM[]; presetRuleId?: string; onDone?: () => void }) {
-  const qc = useQueryClient();
   const [ruleId, setRuleId] = useState(presetRuleId ?? "");
   const [labels, setLabels] = useState("");
   const [minutes, setMinutes] = useState(60);
   const [comment, setComment] = useState("");
-  const m = useMutation({
-    mutationFn: () => {
+  const m = useListMutation(
+    () => {
       const now = Date.now();
       return createSilence({ rule_ids: ruleId ? [ruleId] : [], matchers: toMatchers(labels), starts_at: new Date(now).toISOString(), ends_at: new Date(now + minutes * 60_000).toISOString(), comment });
     },
-    onSuccess: () => {
-      void qc.invalidateQueries({ queryKey: ["silences"] });
+    "silences",
+    () => {
       setComment("");
       setLabels("");
       onDone?.();
     },
-  });
+  );
   function submit(e: FormEvent) {
     e.preventDefault();
     m.mutate();
   }
   return (
     <form className="field-row" aria-label="New silence" onSubmit={submit}>
-      <label>
-        Rule
-        <select value={ruleId} onChange={(e) => setRuleId(e.target.value)}>
-          <option value="">any rule (match labels)</option>
-          {rules.map((r) => (
-            <option key={r.id} value={r.id}>
-              {r.name}
-            </option>
-          ))}
-        </select>
-      </label>
-      <label>
-        Label matchers
-        <input value={labels} onChange={(e) => setLabels(e.target.value)} placeholder="team=net, env=prod" />
-      </label>
+      <RuleMatchFields rules={rules} ruleId={ruleId} onRuleId={setRuleId} labels={labels} onLabels={setLabels} placeholder="team=net, env=prod" />
       <label>
         For
         <select value={minutes} onChange={(e) => setMinutes(Number(e.target.value))}>
@@ -85,10 +72,9 @@ export function SilenceForm({ rules, presetRuleId, onDone }: { rules: RuleVM[]; 
 }
 
 export function Silences({ rules }: { rules: RuleVM[] }) {
-  const qc = useQueryClient();
   const q = useQuery({ queryKey: ["silences"], queryFn: ({ signal }) => listSilences(signal) });
-  const expire = useMutation({ mutationFn: expireSilence, onSuccess: () => void qc.invalidateQueries({ queryKey: ["silences"] }) });
-  const ruleNames = (ids: string[]) => (ids.length ? ids.map((id) => rules.find((r) => r.id === id)?.name ?? id).join(", ") : "any");
+  const expire = useListMutation(expireSilence, "silences");
+  const ruleNames = (ids: string[]) => (ids.length ? ruleNamesOf(rules, ids).join(", ") : "any");
   return (
     <>
       <SilenceForm rules={rules} />
@@ -138,7 +124,6 @@ export function Silences({ rules }: { rules: RuleVM[] }) {
 }
 
 export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
-  const qc = useQueryClient();
   const q = useQuery({ queryKey: ["maintenance"], queryFn: ({ signal }) => listMaintenance(signal) });
   const [name, setName] = useState("");
   const [kind, setKind] = useState<"once" | "recurring">("once");
@@ -150,8 +135,8 @@ export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
   const [ruleId, setRuleId] = useState("");
   const [labels, setLabels] = useState("");
   const [note, setNote] = useState("");
-  const create = useMutation({
-    mutationFn: () =>
+  const create = useListMutation(
+    () =>
       createMaintenance({
         name,
         timezone: tz,
@@ -161,12 +146,10 @@ export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
         // Local wall-clock times in the window's timezone; the server stores UTC.
         ...(kind === "once" ? { starts_at: start, ends_at: end } : { rrule, duration_s: durationMin * 60, starts_at: start }),
       }),
-    onSuccess: () => {
-      void qc.invalidateQueries({ queryKey: ["maintenance"] });
-      setName("");
-    },
-  });
-  const del = useMutation({ mutationFn: deleteMaintenance, onSuccess: () => void qc.invalidateQueries({ queryKey: ["maintenance"] }) });
+    "maintenance",
+    () => setName(""),
+  );
+  const del = useListMutation(deleteMaintenance, "maintenance");
   return (
     <>
       <form
@@ -214,21 +197,7 @@ export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
           Timezone
           <input required value={tz} onChange={(e) => setTz(e.target.value)} />
         </label>
-        <label>
-          Rule
-          <select value={ruleId} onChange={(e) => setRuleId(e.target.value)}>
-            <option value="">any rule (match labels)</option>
-            {rules.map((r) => (
-              <option key={r.id} value={r.id}>
-                {r.name}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Label matchers
-          <input value={labels} onChange={(e) => setLabels(e.target.value)} placeholder="env=prod" />
-        </label>
+        <RuleMatchFields rules={rules} ruleId={ruleId} onRuleId={setRuleId} labels={labels} onLabels={setLabels} placeholder="env=prod" />
         <label>
           Comment
           <input value={note} onChange={(e) => setNote(e.target.value)} placeholder="why" />
@@ -260,11 +229,9 @@ export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
                   {w.activeNow && <span className="badge warn">in progress</span>}
                 </td>
                 <td>{w.timezone}</td>
-                <td>{[...w.ruleIds.map((id) => rules.find((r) => r.id === id)?.name ?? id), matcherText(w.matchers)].filter(Boolean).join("; ") || "all rules"}</td>
+                <td>{[...ruleNamesOf(rules, w.ruleIds), matcherText(w.matchers)].filter(Boolean).join("; ") || "all rules"}</td>
                 <td>
-                  <button type="button" className="danger" aria-label={`Delete maintenance window ${w.name}`} onClick={() => del.mutate(w.id)}>
-                    Delete
-                  </button>
+                  <DeleteButton label={`Delete maintenance window ${w.name}`} onDelete={() => del.mutate(w.id)} />
                 </td>
               </tr>
             ))}
