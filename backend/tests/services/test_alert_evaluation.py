@@ -4,11 +4,9 @@ the compare-and-set that keeps two evaluations from acting twice, and evidence."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, text
 
 from stormwatch.services.alerts.evaluate import evaluate_cycle
@@ -17,23 +15,13 @@ from tests.alert_helpers import (
     alerts_of,
     aligned_now,
     at,
+    evaluate_windows,
     events_of,
     insert_mesh,
     insert_rule,
     make_agents,
     sessionmaker_for,
 )
-
-
-@pytest.fixture
-def org(make_org: Callable) -> Any:
-    return make_org()
-
-
-async def run_windows(sm: Any, rule_id: Any, start: Any, windows: int) -> None:
-    """Evaluate window by window, as the beat would."""
-    for i in range(1, windows + 1):
-        await evaluate_cycle(sm, now=at(start, i), rule_ids=[rule_id])
 
 
 async def test_x_of_y_fires_on_the_third_bad_window_of_five_and_resolves_once(
@@ -45,7 +33,7 @@ async def test_x_of_y_fires_on_the_third_bad_window_of_five_and_resolves_once(
     insert_mesh(db, org.org_id, a, b, start, [1000.0] * 12, spike_share=spikes)
     rule = insert_rule(db, org.org_id, condition={"type": "above", "value": 20_000}, x=3, y=5)
     sm = sessionmaker_for(services.database_url)
-    await run_windows(sm, rule, start, 5)
+    await evaluate_windows(sm, rule, start, 1, 5)
     assert alerts_of(db, rule) == []  # two bad windows of five: pending
     with db.connect() as c:
         assert c.execute(text("SELECT state FROM alert_series_state WHERE rule_id = :r"),
@@ -61,7 +49,7 @@ async def test_x_of_y_fires_on_the_third_bad_window_of_five_and_resolves_once(
     assert ev["series"][0]["src"]["name"] == "a" and ev["series"][0]["dst"]["name"] == "b"
     assert ev["dashboard_path"].startswith(f"/pair?level=node&src={a}&dst={b}")
     # windows 6.. are clean: 3 of the last 5 drops to 2 at window 7 -> resolved once
-    await run_windows(sm, rule, start, 12)
+    await evaluate_windows(sm, rule, start, 1, 12)
     (alert,) = alerts_of(db, rule)
     assert alert.state == "resolved"
     assert alert.resolved_at == start + timedelta(seconds=8 * WINDOW_S)
@@ -81,7 +69,7 @@ async def test_n_of_m_waits_for_two_pairs_to_agree_and_fires_once_for_the_rule(
     rule = insert_rule(db, org.org_id, scope={"src": [str(a)]}, n=2, m=3,
                        condition={"type": "above", "value": 20_000})
     sm = sessionmaker_for(services.database_url)
-    await run_windows(sm, rule, start, 3)
+    await evaluate_windows(sm, rule, start, 1, 3)
     assert alerts_of(db, rule) == []  # one pair of two: not yet
     await evaluate_cycle(sm, now=at(start, 4), rule_ids=[rule])
     (alert,) = alerts_of(db, rule)
@@ -89,7 +77,7 @@ async def test_n_of_m_waits_for_two_pairs_to_agree_and_fires_once_for_the_rule(
     names = sorted(s["name"] for s in alert.evidence["series"])
     assert names == ["a → b", "a → c"]
     assert alert.evidence["agreeing"] == 2 and alert.evidence["n"] == 2
-    await run_windows(sm, rule, start, 7)
+    await evaluate_windows(sm, rule, start, 1, 7)
     (alert,) = alerts_of(db, rule)
     assert alert.state == "resolved"
     assert alert.resolved_at == start + timedelta(seconds=6 * WINDOW_S)  # window 5 is clean

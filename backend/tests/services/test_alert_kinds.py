@@ -4,7 +4,6 @@ a quorum rule and a storage failure-rate rule (each also not firing where it mus
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,7 +16,7 @@ from tests.alert_helpers import (
     WINDOW_S,
     alerts_of,
     aligned_now,
-    at,
+    evaluate_windows,
     events_of,
     insert_mesh,
     insert_quorum,
@@ -28,17 +27,6 @@ from tests.alert_helpers import (
     set_last_seen,
 )
 from tests.helpers import roll_up_mesh
-
-
-@pytest.fixture
-def org(make_org: Callable) -> Any:
-    return make_org()
-
-
-async def step_through(sm: Any, rule: uuid.UUID, start: datetime, first: int, last: int,
-                       window_s: int = WINDOW_S) -> None:
-    for i in range(first, last + 1):
-        await evaluate_cycle(sm, now=at(start, i, window_s), rule_ids=[rule])
 
 
 async def test_a_baseline_rule_fires_at_twice_the_last_days_level_not_before(
@@ -55,10 +43,10 @@ async def test_a_baseline_rule_fires_at_twice_the_last_days_level_not_before(
     rule = insert_rule(db, org.org_id, statistic="p50",
                        condition={"type": "baseline", "k": 2, "baseline": "prev_24h"})
     sm = sessionmaker_for(services.database_url)
-    await step_through(sm, rule, h0, 1, 2)
+    await evaluate_windows(sm, rule, h0, 1, 2)
     assert alerts_of(db, rule) == []
     # 6 s into window 3 its 60 samples already sit above 2x: decided before it closes
-    await step_through(sm, rule, h0, 3, 3)
+    await evaluate_windows(sm, rule, h0, 3, 3)
     (alert,) = alerts_of(db, rule)
     ev = alert.evidence
     assert alert.started_at == h0 + timedelta(seconds=3 * WINDOW_S)
@@ -79,9 +67,9 @@ async def test_a_level_shift_rule_fires_on_a_step_and_ignores_a_lone_spike(
     rule = insert_rule(db, org.org_id, statistic="p50", condition={
         "type": "level_shift", "min_step": 1_000, "direction": "up", "lookback_windows": 20})
     sm = sessionmaker_for(services.database_url)
-    await step_through(sm, rule, start, 21, 29)
+    await evaluate_windows(sm, rule, start, 21, 29)
     assert alerts_of(db, rule) == [], "no step before window 30"
-    await step_through(sm, rule, start, 30, 36)
+    await evaluate_windows(sm, rule, start, 30, 36)
     (alert,) = alerts_of(db, rule)
     # the detector sees the step after two or three windows at the new level; the alert
     # starts at the first window of the new level that was still to be stepped
@@ -127,10 +115,10 @@ async def test_a_quorum_failure_rate_rule_watches_only_its_group(
                        scope={"group_name": ["zone-majority"]}, x=2, y=2,
                        condition={"type": "above", "value": 0.2})
     sm = sessionmaker_for(services.database_url)
-    await step_through(sm, rule, start, 1, 2)
+    await evaluate_windows(sm, rule, start, 1, 2)
     assert alerts_of(db, rule) == []  # window 2 breaches (decided early), 1 of 2
     # 6 s into window 3, its first 30 rounds already fail: the second of 2 windows
-    await step_through(sm, rule, start, 3, 3)
+    await evaluate_windows(sm, rule, start, 3, 3)
     (alert,) = alerts_of(db, rule)
     s = alert.evidence["series"][0]
     assert s["group_name"] == "zone-majority" and s["value"] > 0.2
@@ -148,9 +136,9 @@ async def test_a_storage_failure_rate_rule_fires_on_puts_of_its_target(
                        window_s=60, scope={"op": ["put"]},
                        condition={"type": "above", "value": 0.5})
     sm = sessionmaker_for(services.database_url)
-    await step_through(sm, rule, start, 1, 1, 60)
+    await evaluate_windows(sm, rule, start, 1, 1, 60)
     assert alerts_of(db, rule) == []
-    await step_through(sm, rule, start, 2, 3, 60)
+    await evaluate_windows(sm, rule, start, 2, 3, 60)
     (alert,) = alerts_of(db, rule)
     s = alert.evidence["series"][0]
     assert s["op"] == "put" and s["target_id"] == str(target)
@@ -178,9 +166,9 @@ async def test_a_throughput_rule_fires_when_a_link_drops_below_its_floor(
     rule = insert_rule(db, org.org_id, metric="throughput", statistic="mean", window_s=60,
                        scope={"proto": ["tcp"]}, condition={"type": "below", "value": 5e8})
     sm = sessionmaker_for(services.database_url)
-    await step_through(sm, rule, start, 1, 1, 60)
+    await evaluate_windows(sm, rule, start, 1, 1, 60)
     assert alerts_of(db, rule) == []
-    await step_through(sm, rule, start, 2, 2, 60)
+    await evaluate_windows(sm, rule, start, 2, 2, 60)
     (alert,) = alerts_of(db, rule)
     s = alert.evidence["series"][0]
     assert s["proto"] == "tcp" and s["value"] == pytest.approx(1.5e8)
