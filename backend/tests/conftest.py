@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from stormwatch.devtools.services import (
     run_migrations,
     wait_for_port,
 )
+from tests.helpers import stop_group
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,12 +91,7 @@ class ApiServer:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+            stop_group(self.proc, 20)
         self.proc = None
 
     def client(self, **kwargs: object) -> httpx.Client:

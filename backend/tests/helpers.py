@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import gzip
+import os
+import signal
+import subprocess
 import time
 import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
 from sqlalchemy import Engine
 
+from stormwatch.devtools.services import wait_for_port
 from stormwatch.services import rollups
 
 
@@ -78,3 +85,29 @@ def roll_up_mesh(db: Engine, org_id: uuid.UUID, start: datetime, hours: int,
             rollups.roll_up_coarse(conn, "mesh", level_s, [
                 (org_id, start + timedelta(seconds=level_s * i))
                 for i in range(max(1, hours * 3600 // level_s))])
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float,
+               sig: int = signal.SIGTERM) -> None:
+    """Signal the process's group (SIGTERM), SIGKILL it if it has not exited after grace_s."""
+    os.killpg(proc.pid, sig)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@contextmanager
+def serving(cmd: list[str], env: Mapping[str, str], cwd: Path, log: Path, port: int,
+            ready_s: float = 90) -> Iterator[subprocess.Popen[bytes]]:
+    """A server process in its own group, logging to `log`, yielded once it listens on port
+    and stopped (with its children) after."""
+    with open(log, "ab") as logf:
+        proc = subprocess.Popen(cmd, env=dict(env), cwd=cwd, stdout=logf,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(port, ready_s, proc)
+        yield proc
+    finally:
+        stop_group(proc, 30)

@@ -23,13 +23,14 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 import pytest
 from celery import Celery
 from sqlalchemy import Engine, text
 
 from stormwatch.devtools.bootstrap import OrgCredentials
 from tests.conftest import REPO, ApiServer, Services
-from tests.helpers import EnrolledAgent, enroll, post_batch
+from tests.helpers import EnrolledAgent, enroll, post_batch, stop_group
 from tests.notifications.conftest import add_rule, deliveries, fire
 from tests.notifications.servers import HttpReceiver, SmtpServer, make_tls, wait_until
 
@@ -67,12 +68,7 @@ class Worker:
     def kill(self, name: str, sig: int = signal.SIGTERM) -> None:
         proc = self.procs.pop(name, None)
         if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, sig)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc, 20, sig)
 
     def stop(self) -> None:
         for name in list(self.procs):
@@ -268,6 +264,15 @@ def test_a_p99_spike_is_told_once_per_channel_within_60_s_then_resolved_and_mute
     api.close()
 
 
+def webhook_rule(api: httpx.Client, org: OrgCredentials, db: Engine,
+                 hook: HttpReceiver) -> uuid.UUID:
+    """A webhook channel to the receiver (which learns its signing secret) and a rule on it."""
+    r = api.post("/api/v1/channels", headers={"Authorization": f"Bearer {org.api_key}"},
+                 json={"name": "hook", "kind": "webhook", "config": {"url": hook.url}})
+    hook.secret = r.json()["signing_secret"]
+    return add_rule(db, uuid.UUID(org.org_id), [uuid.UUID(r.json()["id"])])
+
+
 def test_a_celery_worker_killed_mid_delivery_leaves_exactly_one_processed_message(
         services: Services, api_server: ApiServer, make_org: Callable[..., OrgCredentials],
         db: Engine) -> None:
@@ -276,16 +281,12 @@ def test_a_celery_worker_killed_mid_delivery_leaves_exactly_one_processed_messag
     worker resumes the row once its lease expires and resends with the same webhook-id,
     which the receiver recognises: one message processed, the row 'sent' after 2 attempts."""
     org = make_org()
-    h = {"Authorization": f"Bearer {org.api_key}"}
     w = Worker(services, {"NOTIFY_LEASE_S": "3"})
     # What evaluation does after writing events: enqueue dispatch by name.
     client = Celery(broker=services.redis_url)
     try:
         with HttpReceiver() as hook, api_server.client() as api:
-            r = api.post("/api/v1/channels", headers=h, json={
-                "name": "hook", "kind": "webhook", "config": {"url": hook.url}})
-            hook.secret = r.json()["signing_secret"]
-            rule = add_rule(db, uuid.UUID(org.org_id), [uuid.UUID(r.json()["id"])])
+            rule = webhook_rule(api, org, db, hook)
             hook.hold.clear()
             w.start("worker")
             fire(db, uuid.UUID(org.org_id), rule, "e2e-a → e2e-b")
@@ -319,16 +320,12 @@ def test_a_delivery_that_fails_once_is_retried_by_the_worker_itself_and_told_onc
     """No beat: after a 503 the dispatch task schedules its own next run for when the
     backoff ends, and that run delivers. The receiver processes exactly one message."""
     org = make_org()
-    h = {"Authorization": f"Bearer {org.api_key}"}
     w = Worker(services, {"NOTIFY_RETRY_BASE_S": "2"})
     client = Celery(broker=services.redis_url)
     try:
         with HttpReceiver() as hook, api_server.client() as api:
-            r = api.post("/api/v1/channels", headers=h, json={
-                "name": "hook", "kind": "webhook", "config": {"url": hook.url}})
-            hook.secret = r.json()["signing_secret"]
             hook.script = [(503, "busy, try later")]
-            rule = add_rule(db, uuid.UUID(org.org_id), [uuid.UUID(r.json()["id"])])
+            rule = webhook_rule(api, org, db, hook)
             w.start("worker")
             fire(db, uuid.UUID(org.org_id), rule, "e2e-a → e2e-b")
             client.send_task("stormwatch.dispatch_alert_events")

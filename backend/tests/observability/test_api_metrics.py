@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.conftest import ApiServer, Services
-from tests.helpers import enroll, mesh_batch, post_batch
+from tests.helpers import enroll, mesh_batch, post_batch, serving
 from tests.observability.test_worker_metrics import samples
 
 TOKEN = "metrics-token-for-tests-0123456789"
@@ -81,24 +81,18 @@ def test_an_ingested_batch_moves_the_ingest_counter_by_its_sample_count(metered,
 def test_with_several_api_processes_every_scrape_counts_every_process(services, make_org,
                                                                       tmp_path):
     import os
-    import signal
-    import subprocess
     import sys
 
-    from stormwatch.devtools.services import free_port, wait_for_port
+    from stormwatch.devtools.services import free_port
     from tests.conftest import REPO
 
     port = free_port()
     env = {**os.environ, "DATABASE_URL": services.database_url,
            "REDIS_URL": services.redis_url, "PYTHONPATH": str(REPO / "backend"),
            "METRICS_TOKEN": TOKEN, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
-    with open(services.tmp / "api-multiprocess.log", "ab") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "stormwatch.main:app", "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "2", "--log-level", "warning"],
-            env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for_port(port, 90, proc)
+    with serving([sys.executable, "-m", "uvicorn", "stormwatch.main:app", "--host", "127.0.0.1",
+                  "--port", str(port), "--workers", "2", "--log-level", "warning"],
+                 env, REPO, services.tmp / "api-multiprocess.log", port):
         org = make_org()
         # A new connection per request, so the kernel spreads them over both processes.
         base = f"http://127.0.0.1:{port}"
@@ -115,10 +109,3 @@ def test_with_several_api_processes_every_scrape_counts_every_process(services, 
             with httpx.Client(base_url=base, timeout=30) as c:
                 got = scrape(c)
             assert value(got, "stormwatch_ingest_samples_total", kind="mesh") == total
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -16,8 +14,9 @@ import pytest
 from celery import Celery
 from prometheus_client.parser import text_string_to_metric_families
 
-from stormwatch.devtools.services import free_port, wait_for_port
+from stormwatch.devtools.services import free_port
 from tests.conftest import REPO, Services
+from tests.helpers import serving
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -34,22 +33,10 @@ def worker(services: Services) -> Iterator[str]:
     env = {**os.environ, "DATABASE_URL": services.database_url, "REDIS_URL": services.redis_url,
            "PYTHONPATH": str(REPO / "backend"), "WORKER_METRICS_PORT": str(port)}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    log = open(services.tmp / "worker-metrics.log", "ab")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "stormwatch.worker.app", "worker", "--loglevel",
-         "WARNING", "--concurrency", "2", "--without-gossip", "--without-mingle"],
-        env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for_port(port, 90, proc)
+    with serving([sys.executable, "-m", "celery", "-A", "stormwatch.worker.app", "worker",
+                  "--loglevel", "WARNING", "--concurrency", "2", "--without-gossip",
+                  "--without-mingle"], env, REPO, services.tmp / "worker-metrics.log", port):
         yield f"http://127.0.0.1:{port}/metrics"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
 
 
 def poll(url: str, ready, timeout_s: float = 60.0) -> dict:
