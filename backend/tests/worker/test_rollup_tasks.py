@@ -342,22 +342,27 @@ async def test_a_batch_committing_while_a_pass_claims_is_read_by_it_or_marked_fo
                 "SELECT coalesce(sum(sample_count), 0) FROM mesh_rollups WHERE org_id = :o "
                 "AND bucket_s = 60 AND bucket_start = :m"), {"o": org, "m": minute}).scalar())
 
-    async def store(t: datetime) -> None:
+    def mesh_claim() -> datetime:
+        with stack.db.connect() as c:
+            return c.execute(text("SELECT rolled_until FROM rollup_watermarks WHERE kind = "
+                                  "'mesh:60:claim'")).scalar_one()
+
+    async def open_batch(t: datetime) -> Any:
+        """An ingest transaction, left open, that has stored one sample at t."""
+        tx = conn.transaction()
+        await tx.start()
         await conn.execute(
             "INSERT INTO mesh_samples (time, org_id, src_agent_id, dst_agent_id, round, "
             "payload_bytes, rtt_us, status) VALUES ($1, $2, $3, $4, 0, 1024, 500, 0)",
             t, org, uuid.UUID(src), uuid.UUID(dst))
+        return tx
 
     try:
-        with stack.db.connect() as c:
-            claim = c.execute(text("SELECT rolled_until FROM rollup_watermarks WHERE kind = "
-                                   "'mesh:60:claim'")).scalar_one()
+        claim = mesh_claim()
         # 1. The batch reads the claim first (its minute is not below it: no mark) and holds
         # it; the pass's claim waits for the batch's commit, so its read sees the sample.
         t1 = claim + timedelta(seconds=1)
-        tx = conn.transaction()
-        await tx.start()
-        await store(t1)
+        tx = await open_batch(t1)
         await rollups.mark_minutes(conn, "mesh", org, [rollups.floor_time(t1, 60)])
         result: dict[str, Any] = {}
         later = claim + timedelta(minutes=3)
@@ -372,13 +377,9 @@ async def test_a_batch_committing_while_a_pass_claims_is_read_by_it_or_marked_fo
         assert rolled_at(rollups.floor_time(t1, 60)) == 1
         # 2. The pass claims first; the batch, still open, then reads the new claim and
         # marks its minute; the pass's read misses it, the next pass re-rolls it.
-        with stack.db.connect() as c:
-            claim = c.execute(text("SELECT rolled_until FROM rollup_watermarks WHERE kind = "
-                                   "'mesh:60:claim'")).scalar_one()
+        claim = mesh_claim()
         t2 = claim + timedelta(seconds=2)
-        tx = conn.transaction()
-        await tx.start()
-        await store(t2)
+        tx = await open_batch(t2)
         later = claim + timedelta(minutes=3)
         with engine.begin() as c:
             rollups.claim_minutes(c, "mesh", now=later)
