@@ -26,12 +26,10 @@ import gzip
 import json
 import math
 import os
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -49,10 +47,9 @@ sys.path.insert(0, str(REPO / "backend"))
 
 from stormwatch.devtools.bootstrap import create_org_sync
 from stormwatch.devtools.services import (
-    PostgresServer,
-    RedisServer,
+    Throwaway,
     free_port,
-    run_migrations,
+    throwaway_servers,
     wait_for_port,
 )
 
@@ -93,18 +90,15 @@ class SlackStandIn:
 
 
 class Stack:
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
-        self.pg = PostgresServer(tmp / "pg", free_port())
-        self.redis = RedisServer(tmp / "redis", free_port())
+    """API, worker and beat over throwaway servers."""
+
+    def __init__(self, servers: Throwaway) -> None:
+        assert servers.redis is not None
+        self.tmp, self.pg, self.redis = servers.tmp, servers.pg, servers.redis
         self.procs: list[subprocess.Popen[bytes]] = []
         self.port = free_port()
 
     def start(self) -> None:
-        self.pg.init()
-        self.pg.start()
-        self.redis.start()
-        run_migrations(self.pg.url)
         self.env = {**os.environ, "DATABASE_URL": self.pg.url, "REDIS_URL": self.redis.url,
                     "SECRET_KEY": "bench-secret-key-not-for-production",
                     "PYTHONPATH": str(REPO / "backend"), "PYTHONUNBUFFERED": "1"}
@@ -136,8 +130,6 @@ class Stack:
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
-        self.redis.stop()
-        self.pg.stop("immediate")
 
 
 def enroll(api: httpx.Client, token: str, name: str, region: str) -> str:
@@ -281,19 +273,17 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = p.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="stormwatch-bench-alerts-"))
-    os.chmod(tmp, 0o755)
-    stack = Stack(tmp)
-    try:
-        stack.start()
-        base_url = f"http://127.0.0.1:{stack.port}"
-        say(f"stack up in {tmp}")
-        lat = spike_to_notify(stack, base_url)
-        n_rules, n_series, ms = eval_cycle(stack)
-    finally:
-        stack.stop()
-        if not args.keep:
-            shutil.rmtree(tmp, ignore_errors=True)
+    with throwaway_servers("stormwatch-bench-alerts-", with_redis=True,
+                           keep=args.keep) as servers:
+        stack = Stack(servers)
+        try:
+            stack.start()
+            base_url = f"http://127.0.0.1:{stack.port}"
+            say(f"stack up in {servers.tmp}")
+            lat = spike_to_notify(stack, base_url)
+            n_rules, n_series, ms = eval_cycle(stack)
+        finally:
+            stack.stop()
     lat.sort()
     p95 = lat[math.ceil(0.95 * len(lat)) - 1]  # nearest rank: no interpolation flatters it
     print(f"alerts: spike->notify p50 {statistics.median(lat):.1f} s, p95 {p95:.1f} s, "

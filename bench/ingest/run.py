@@ -31,12 +31,10 @@ import asyncio
 import gzip
 import os
 import random
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
@@ -55,7 +53,7 @@ from stormwatch.devtools.services import (
     PostgresServer,
     RedisServer,
     free_port,
-    run_migrations,
+    throwaway_servers,
     wait_for_port,
 )
 from stormwatch.services.ingest import (
@@ -190,16 +188,15 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=4, help="measurement rounds (order alternates)")
     args = p.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="stormwatch-bench-"))
-    os.chmod(tmp, 0o755)
-    pg = PostgresServer(tmp / "pg", free_port())
-    redis = RedisServer(tmp / "redis", free_port())
+    with throwaway_servers("stormwatch-bench-", with_redis=True) as servers:
+        assert servers.redis is not None
+        return measure(args, servers.pg, servers.redis)
+
+
+def measure(args: argparse.Namespace, pg: PostgresServer, redis: RedisServer) -> int:
+    """Both phases for --rounds rounds against an API started on the given servers."""
     api = None
     try:
-        pg.init()
-        pg.start()
-        redis.start()
-        run_migrations(pg.url)
         creds = create_org_sync(pg.url, "Bench", "bench@stormwatch.local")
         org_id = uuid.UUID(creds.org_id)
         port = free_port()
@@ -292,9 +289,6 @@ def main() -> int:
         if api is not None:
             os.killpg(api.pid, signal.SIGTERM)
             api.wait(30)
-        redis.stop()
-        pg.stop("immediate")
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -27,7 +25,7 @@ sys.path.insert(0, str(REPO / "backend"))
 
 import psycopg
 from sqlalchemy import create_engine
-from stormwatch.devtools.services import PostgresServer, free_port, run_migrations
+from stormwatch.devtools.services import throwaway_servers
 from stormwatch.services import rollups
 
 
@@ -47,14 +45,9 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=72)
     ap.add_argument("--max-passes", type=int, default=30)
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="stormwatch-bench-rollups-"))
-    os.chmod(tmp, 0o755)
-    pg = PostgresServer(tmp / "pg", free_port())
-    pg.init()
-    pg.start()
-    try:
+    with throwaway_servers("stormwatch-bench-rollups-") as servers:
+        pg = servers.pg
         os.environ["DATABASE_URL"] = pg.url
-        run_migrations(pg.url)
         conn = psycopg.connect(f"host=127.0.0.1 port={pg.port} user={pg.user} dbname={pg.database}",
                                autocommit=True)
         org = uuid.uuid4()
@@ -97,9 +90,6 @@ def main() -> None:
               f"passes, longest pass {longest:.1f} s, backlog query {end_ms:.1f} ms")
         engine.dispose()
         conn.close()
-    finally:
-        pg.stop("immediate")
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

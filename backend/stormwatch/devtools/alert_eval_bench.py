@@ -145,24 +145,10 @@ def run(database_url: str, rules: int = 200, agents: int = 24, repeats: int = 3
 
 def with_own_database(fn: Any) -> Any:
     """Runs fn(database_url) on a PostgreSQL of its own, removed afterwards."""
-    import os
-    import shutil
-    import tempfile
-    from pathlib import Path
+    from stormwatch.devtools.services import throwaway_servers
 
-    from stormwatch.devtools.services import PostgresServer, free_port, run_migrations
-
-    tmp = Path(tempfile.mkdtemp(prefix="stormwatch-alert-bench-"))
-    os.chmod(tmp, 0o755)
-    pg = PostgresServer(tmp / "pg", free_port())
-    pg.init()
-    pg.start()
-    try:
-        run_migrations(pg.url)
-        return fn(pg.url)
-    finally:
-        pg.stop("immediate")
-        shutil.rmtree(tmp, ignore_errors=True)
+    with throwaway_servers("stormwatch-alert-bench-") as servers:
+        return fn(servers.pg.url)
 
 
 def main() -> None:

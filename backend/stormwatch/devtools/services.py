@@ -13,7 +13,10 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -214,3 +217,34 @@ def run_migrations(database_url: str) -> None:
          "upgrade", "heads"],
         check=True, env=env, cwd=repo,
     )
+
+
+@dataclass
+class Throwaway:
+    tmp: Path
+    pg: PostgresServer
+    redis: RedisServer | None
+
+
+@contextmanager
+def throwaway_servers(prefix: str, with_redis: bool = False,
+                      keep: bool = False) -> Iterator[Throwaway]:
+    """A migrated PostgreSQL (and a Redis) on free ports in a new temporary directory, for a
+    bench run: stopped on exit, and the directory removed unless `keep`."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(tmp, 0o755)  # the postgres user must reach its data directory inside
+    servers = Throwaway(tmp, PostgresServer(tmp / "pg", free_port()),
+                        RedisServer(tmp / "redis", free_port()) if with_redis else None)
+    try:
+        servers.pg.init()
+        servers.pg.start()
+        if servers.redis is not None:
+            servers.redis.start()
+        run_migrations(servers.pg.url)
+        yield servers
+    finally:
+        if servers.redis is not None:
+            servers.redis.stop()
+        servers.pg.stop("immediate")
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
