@@ -731,6 +731,25 @@ def _packed_raw_sql(spec: KindSpec, value_sql: str, where: list[str]) -> str:
             f"string_agg(boolsend(failed), ''::bytea) FROM ({inner}) r GROUP BY {keys_sql}")
 
 
+def _dense_ids(index: dict[Any, int], g: Any, t: np.ndarray, window_s: int | None
+               ) -> np.ndarray:
+    """A dense id per timestamp in t: its group's, or its (group, window start)'s when
+    windowed; new keys are numbered in `index` in the order they first appear."""
+    if window_s is None:
+        j = index.get(g)
+        if j is None:
+            j = index[g] = len(index)
+        return np.full(t.size, j, dtype=np.int64)
+    starts, inv = np.unique((t // window_s).astype(np.int64) * window_s, return_inverse=True)
+    ids = np.empty(starts.size, dtype=np.int64)
+    for u, w in enumerate(starts.tolist()):
+        j = index.get((g, w))
+        if j is None:
+            j = index[(g, w)] = len(index)
+        ids[u] = j
+    return ids[inv.ravel()]
+
+
 def _group_packed_raw(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | None
                       ) -> dict[Any, Distribution]:
     """Exact distributions per group (and window) from `_packed_raw_sql` rows."""
@@ -744,23 +763,7 @@ def _group_packed_raw(rows: Sequence[Any], nk: int, group: GroupFn, window_s: in
         if g is None:
             continue
         v = np.frombuffer(r[nk + 2], dtype=">f8").astype(np.float64)
-        if window_s is None:
-            j = index.get(g)
-            if j is None:
-                j = index[g] = len(index)
-            gid = np.full(v.size, j, dtype=np.int64)
-        else:
-            t = np.frombuffer(r[nk + 1], dtype=">f8")
-            starts, inv = np.unique((t // window_s).astype(np.int64) * window_s,
-                                    return_inverse=True)
-            ids = np.empty(starts.size, dtype=np.int64)
-            for u, w in enumerate(starts.tolist()):
-                j = index.get((g, w))
-                if j is None:
-                    j = index[(g, w)] = len(index)
-                ids[u] = j
-            gid = ids[inv.ravel()]
-        gids.append(gid)
+        gids.append(_dense_ids(index, g, np.frombuffer(r[nk + 1], dtype=">f8"), window_s))
         vals.append(v)
         fails.append(np.frombuffer(r[nk + 3], dtype=np.uint8).astype(bool))
     if not index:
@@ -797,23 +800,7 @@ def _group_packed_rollups(rows: Sequence[Any], nk: int, group: GroupFn, window_s
         g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
         if g is None:
             continue
-        t = np.frombuffer(r[nk], dtype=">f8")
-        if window_s is None:
-            j = index.get(g)
-            if j is None:
-                j = index[g] = len(index)
-            gid = np.full(t.size, j, dtype=np.int64)
-        else:
-            starts, inv = np.unique((t // window_s).astype(np.int64) * window_s,
-                                    return_inverse=True)
-            ids = np.empty(starts.size, dtype=np.int64)
-            for u, w in enumerate(starts.tolist()):
-                j = index.get((g, w))
-                if j is None:
-                    j = index[(g, w)] = len(index)
-                ids[u] = j
-            gid = ids[inv.ravel()]
-        gids.append(gid)
+        gids.append(_dense_ids(index, g, np.frombuffer(r[nk], dtype=">f8"), window_s))
         for c, dtype in enumerate((">i8", ">i8", ">i8", ">f8", ">f8", ">f8", ">f8")):
             cols[c].append(np.frombuffer(r[nk + 1 + c], dtype=dtype))
         blobs.append(r[nk + 8])
