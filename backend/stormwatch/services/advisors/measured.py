@@ -290,12 +290,7 @@ async def placement_model(session: AsyncSession, org_id: uuid.UUID, regions: lis
     """The region × region RTT distributions (quantile tables) and TCP throughput the
     simulator samples. Pairs inside a region come from two agents there, or, with one agent,
     from its self-loop (said in `notes`)."""
-    fleet = await load_fleet(session, org_id)
-    in_fleet = {a.region for a in fleet.agents.values()}
-    for i, r in enumerate(regions):
-        if r not in in_fleet:
-            raise AdvisorInputError("regions", f"unknown region {r!r} (index {i}): no agent "
-                                    "of the org is in it")
+    fleet = await check_regions(session, org_id, regions)
     f = Filters(start=start, end=end, regions=regions)
 
     def key(k: tuple[Any, ...]) -> Hashable:
@@ -495,13 +490,15 @@ def placement_cells(inputs: dict[str, Any]) -> int:
     return int(inputs["trials"]) * blocks * 2
 
 
-async def check_regions(session: AsyncSession, org_id: uuid.UUID, regions: list[str]) -> None:
+async def check_regions(session: AsyncSession, org_id: uuid.UUID, regions: list[str]) -> Fleet:
+    """The org's fleet, once every region has an agent in it."""
     fleet = await load_fleet(session, org_id)
     in_fleet = {a.region for a in fleet.agents.values()}
     for i, r in enumerate(regions):
         if r not in in_fleet:
             raise AdvisorInputError("regions", f"unknown region {r!r} (index {i}): no agent "
                                     "of the org is in it")
+    return fleet
 
 
 async def placement_answer(session: AsyncSession, org_id: uuid.UUID, inputs: dict[str, Any]
