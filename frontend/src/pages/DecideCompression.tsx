@@ -1,10 +1,10 @@
 import { useMutation } from "@tanstack/react-query";
-import { useState, type FormEvent } from "react";
+import { useState } from "react";
 import { adviseCompression, type CompressionOut } from "../api/advisors";
-import { DecidePage, NumberField, RunState, TargetSelect, useTargetChoice } from "../components/decide/Layout";
+import { DecidePage, NumberField, RunState, TargetForm, dataRange, useTargetChoice } from "../components/decide/Layout";
 import { Missing, TermsTable, Verdict, num, usd } from "../components/decide/Terms";
 import { LinesChart } from "../components/common/LinesChart";
-import { Card, Loading } from "../components/common/State";
+import { Card } from "../components/common/State";
 import { formatBytes, formatMs } from "../lib/format";
 
 function SizeResult({ row, prices }: { row: CompressionOut["sizes"][number]; prices: CompressionOut["prices"] }) {
@@ -93,46 +93,34 @@ export default function DecideCompression() {
   const [months, setMonths] = useState("1");
   const run = useMutation({ mutationFn: adviseCompression });
 
-  function submit(e: FormEvent) {
-    e.preventDefault();
-    if (!chosen) return;
-    run.mutate({ target_id: chosen, content, transfer, transfers: Number(transfers), months_stored: Number(months) });
-  }
+  const submit = () => run.mutate({ target_id: chosen, content, transfer, transfers: Number(transfers), months_stored: Number(months) });
   const out = run.data;
   return (
     <DecidePage title="compression" current="/decide/compression">
       <Card title="Does gzip-9 pay?" note="seed 000 eq. (1): t_c·C_CPU < ΔS·(C_b + C_s), from your gzip9 and plain samples and your prices">
-        {targets.isPending ? (
-          <Loading />
-        ) : (
-          <form className="field-row" onSubmit={submit} aria-label="Compression inputs">
-            <TargetSelect targets={targets.data ?? []} value={chosen} onChange={setTarget} />
-            <label>
-              Content
-              <select value={content} onChange={(e) => setContent(e.target.value as "text" | "binary")}>
-                <option value="text">text</option>
-                <option value="binary">binary</option>
-              </select>
-            </label>
-            <label>
-              Billed link
-              <select value={transfer} onChange={(e) => setTransfer(e.target.value as "internet" | "inter_region")}>
-                <option value="internet">internet egress</option>
-                <option value="inter_region">inter-region</option>
-              </select>
-            </label>
-            <NumberField label="Transfers per object" value={transfers} onChange={setTransfers} />
-            <NumberField label="Months stored" value={months} onChange={setMonths} />
-            <button type="submit" className="primary" disabled={!chosen || run.isPending}>
-              Evaluate
-            </button>
-          </form>
-        )}
+        <TargetForm label="Compression inputs" targets={targets} chosen={chosen} onTarget={setTarget} busy={run.isPending} onSubmit={submit}>
+          <label>
+            Content
+            <select value={content} onChange={(e) => setContent(e.target.value as "text" | "binary")}>
+              <option value="text">text</option>
+              <option value="binary">binary</option>
+            </select>
+          </label>
+          <label>
+            Billed link
+            <select value={transfer} onChange={(e) => setTransfer(e.target.value as "internet" | "inter_region")}>
+              <option value="internet">internet egress</option>
+              <option value="inter_region">inter-region</option>
+            </select>
+          </label>
+          <NumberField label="Transfers per object" value={transfers} onChange={setTransfers} />
+          <NumberField label="Months stored" value={months} onChange={setMonths} />
+        </TargetForm>
         <RunState pending={run.isPending} error={run.error} />
         {out && <Missing items={out.missing ?? []} />}
         {out && (
           <p className="muted">
-            Prices: C_b {usd(out.prices.c_b_per_gb as number | null)}/GB, C_s {usd(out.prices.c_s_per_gb_month as number | null)}/GB-month, C_CPU {usd(out.prices.c_cpu_per_hour as number | null)}/vCPU-hour. Data: {out.source.resolution} from {out.source.start.slice(0, 16)} to {out.source.end.slice(0, 16)}.
+            Prices: C_b {usd(out.prices.c_b_per_gb as number | null)}/GB, C_s {usd(out.prices.c_s_per_gb_month as number | null)}/GB-month, C_CPU {usd(out.prices.c_cpu_per_hour as number | null)}/vCPU-hour. Data: {dataRange(out.source)}.
           </p>
         )}
       </Card>

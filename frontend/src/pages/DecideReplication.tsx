@@ -1,9 +1,9 @@
 import { useMutation } from "@tanstack/react-query";
-import { useState, type FormEvent } from "react";
+import { useState } from "react";
 import { adviseReplication, type ReplicationOut } from "../api/advisors";
-import { DecidePage, NumberField, RunState, TargetSelect, useTargetChoice } from "../components/decide/Layout";
+import { DecidePage, NumberField, RunState, TargetForm, dataRange, useTargetChoice } from "../components/decide/Layout";
 import { Missing, TermsTable, Verdict, num, usd } from "../components/decide/Terms";
-import { Card, Loading } from "../components/common/State";
+import { Card } from "../components/common/State";
 import { formatBytes, formatMs } from "../lib/format";
 
 function SizeResult({ row }: { row: ReplicationOut["sizes"][number] }) {
@@ -66,32 +66,20 @@ export default function DecideReplication() {
   const [value, setValue] = useState("0.000001");
   const run = useMutation({ mutationFn: adviseReplication });
 
-  function submit(e: FormEvent) {
-    e.preventDefault();
-    if (!chosen) return;
-    run.mutate({ target_id: chosen, gets_per_month: Number(gets), value_per_ms_usd: Number(value) });
-  }
+  const submit = () => run.mutate({ target_id: chosen, gets_per_month: Number(gets), value_per_ms_usd: Number(value) });
   const out = run.data;
   return (
     <DecidePage title="replication" current="/decide/replication">
       <Card title="Do parallel GETs of F copies pay?" note="seed 000 eq. (2): N_G·C_V·ΔV̄ > F·S̄·(C_s + C_G), from your replicated-variant samples">
-        {targets.isPending ? (
-          <Loading />
-        ) : (
-          <form className="field-row" onSubmit={submit} aria-label="Replication inputs">
-            <TargetSelect targets={targets.data ?? []} value={chosen} onChange={setTarget} />
-            <NumberField label="GETs per month (N_G)" value={gets} onChange={setGets} />
-            <NumberField label="Value of 1 ms less std dev per GET, USD (C_V)" value={value} onChange={setValue} />
-            <button type="submit" className="primary" disabled={!chosen || run.isPending}>
-              Evaluate
-            </button>
-          </form>
-        )}
+        <TargetForm label="Replication inputs" targets={targets} chosen={chosen} onTarget={setTarget} busy={run.isPending} onSubmit={submit}>
+          <NumberField label="GETs per month (N_G)" value={gets} onChange={setGets} />
+          <NumberField label="Value of 1 ms less std dev per GET, USD (C_V)" value={value} onChange={setValue} />
+        </TargetForm>
         <RunState pending={run.isPending} error={run.error} />
         {out && <Missing items={out.missing ?? []} />}
         {out && (
           <p className="muted">
-            Prices: C_s {usd(out.prices.c_s_per_gb_month)}/GB-month, GET {usd(out.prices.get_per_1k)} per 1,000. Data: {out.source.resolution} from {out.source.start.slice(0, 16)} to {out.source.end.slice(0, 16)}.
+            Prices: C_s {usd(out.prices.c_s_per_gb_month)}/GB-month, GET {usd(out.prices.get_per_1k)} per 1,000. Data: {dataRange(out.source)}.
           </p>
         )}
       </Card>

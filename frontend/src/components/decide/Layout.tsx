@@ -1,5 +1,5 @@
 import { useQuery } from "@tanstack/react-query";
-import type { ReactNode } from "react";
+import type { FormEvent, ReactNode } from "react";
 import { listTargets } from "../../api/advisors";
 import { Loading } from "../common/State";
 import { DecideNav } from "./DecideNav";
@@ -23,7 +23,9 @@ export function useTargetChoice(picked: string) {
   return { targets, chosen: picked || targets.data?.[0]?.id || "" };
 }
 
-export function TargetSelect({ targets, value, onChange }: { targets: { id: string; name: string; provider: string; region: string }[]; value: string; onChange: (id: string) => void }) {
+type TargetOption = { id: string; name: string; provider: string; region: string };
+
+export function TargetSelect({ targets, value, onChange }: { targets: TargetOption[]; value: string; onChange: (id: string) => void }) {
   return (
     <label>
       Storage target
@@ -94,3 +96,24 @@ export function CheckList({ legend, options, checked, onToggle }: { legend: stri
     </fieldset>
   );
 }
+
+/** A storage-target advisor's inputs: the target, the advisor's own fields, Evaluate. */
+export function TargetForm({ label, targets, chosen, onTarget, busy, onSubmit, children }: { label: string; targets: { isPending: boolean; data?: TargetOption[] }; chosen: string; onTarget: (id: string) => void; busy: boolean; onSubmit: () => void; children: ReactNode }) {
+  if (targets.isPending) return <Loading />;
+  function submit(e: FormEvent) {
+    e.preventDefault();
+    if (chosen) onSubmit();
+  }
+  return (
+    <form className="field-row" onSubmit={submit} aria-label={label}>
+      <TargetSelect targets={targets.data ?? []} value={chosen} onChange={onTarget} />
+      {children}
+      <button type="submit" className="primary" disabled={!chosen || busy}>
+        Evaluate
+      </button>
+    </form>
+  );
+}
+
+/** Which data an answer came from: its resolution and UTC range, to the minute. */
+export const dataRange = (source: { resolution: string; start: string; end: string }) => `${source.resolution} from ${source.start.slice(0, 16)} to ${source.end.slice(0, 16)}`;
