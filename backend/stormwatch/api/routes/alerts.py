@@ -36,8 +36,8 @@ router = APIRouter(tags=["alerts"])
 _errors = ServiceErrors({
     svc.RuleNotFound: (status.HTTP_404_NOT_FOUND, "no such alert rule"),
     svc.AlertNotFound: (status.HTTP_404_NOT_FOUND, "no such alert"),
-    RuleInvalid: (status.HTTP_422_UNPROCESSABLE_ENTITY, lambda e: value_error(e.loc, e.msg)),
-    QueryError: (status.HTTP_422_UNPROCESSABLE_ENTITY,
+    RuleInvalid: (status.HTTP_422_UNPROCESSABLE_CONTENT, lambda e: value_error(e.loc, e.msg)),
+    QueryError: (status.HTTP_422_UNPROCESSABLE_CONTENT,
                  lambda e: value_error(["body", e.param], str(e))),
 })
 

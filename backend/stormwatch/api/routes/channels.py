@@ -30,7 +30,7 @@ router = APIRouter(tags=["notifications"])
 _errors = ServiceErrors({
     svc.ChannelNotFound: (status.HTTP_404_NOT_FOUND, "no such channel"),
     svc.ChannelConflict: (status.HTTP_409_CONFLICT, str),
-    svc.Invalid: (status.HTTP_422_UNPROCESSABLE_ENTITY, lambda e: e.errors),
+    svc.Invalid: (status.HTTP_422_UNPROCESSABLE_CONTENT, lambda e: e.errors),
 })
 
 

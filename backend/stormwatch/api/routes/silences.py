@@ -19,7 +19,7 @@ router = APIRouter(prefix="/silences", tags=["notifications"])
 
 # Silences and maintenance windows check their bodies the same way.
 INVALID: dict[type[Exception], tuple[int, Detail]] = {
-    Invalid: (status.HTTP_422_UNPROCESSABLE_ENTITY, lambda e: e.errors)}
+    Invalid: (status.HTTP_422_UNPROCESSABLE_CONTENT, lambda e: e.errors)}
 _errors = ServiceErrors({svc.NotFound: (status.HTTP_404_NOT_FOUND, "no such silence"),
                          **INVALID})
 

@@ -20,7 +20,7 @@ router = APIRouter(prefix="/storage-targets", tags=["storage targets"])
 _errors = ServiceErrors({
     svc.StorageTargetNotFound: (status.HTTP_404_NOT_FOUND, "no such storage target"),
     svc.StorageTargetConflict: (status.HTTP_409_CONFLICT, str),
-    svc.StorageTargetInvalid: (status.HTTP_422_UNPROCESSABLE_ENTITY,
+    svc.StorageTargetInvalid: (status.HTTP_422_UNPROCESSABLE_CONTENT,
                                lambda e: value_error(e.loc, e.msg)),
 })
 
