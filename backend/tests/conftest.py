@@ -14,19 +14,24 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
 
 from stormwatch.devtools.bootstrap import OrgCredentials, create_org_sync
 from stormwatch.devtools.services import (
     PostgresServer,
     RedisServer,
     free_port,
+    requested_engine,
     run_migrations,
     wait_for_port,
 )
 from tests.helpers import stop_group
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def pytest_report_header() -> str:
+    return f"raw storage engine: {requested_engine()} (STORMWATCH_ENGINE=postgres|timescaledb|auto)"
 
 
 @dataclass
@@ -36,13 +41,25 @@ class Services:
     database_url: str
     redis_url: str
     tmp: Path
+    engine: str
+
+
+def storage_engine_of(database_url: str) -> str | None:
+    engine = create_engine(database_url.replace("+asyncpg", "+psycopg"))
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text(
+                "SELECT value FROM sw_meta WHERE key = 'storage_engine'")).scalar()
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture(scope="session")
 def services() -> Iterator[Services]:
+    engine = requested_engine()
     tmp = Path(tempfile.mkdtemp(prefix="stormwatch-test-"))
     os.chmod(tmp, 0o755)
-    pg = PostgresServer(tmp / "pg", free_port())
+    pg = PostgresServer(tmp / "pg", free_port(), engine=engine)
     pg.init()
     pg.start()
     redis = RedisServer(tmp / "redis", free_port())
@@ -52,7 +69,14 @@ def services() -> Iterator[Services]:
     os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
     run_migrations(pg.url)
     try:
-        yield Services(pg=pg, redis=redis, database_url=pg.url, redis_url=redis.url, tmp=tmp)
+        # A pass asked to run on TimescaleDB fails, not passes on a fallback, if the
+        # migrations did not take the TimescaleDB branch.
+        got = storage_engine_of(pg.url)
+        if got != engine:
+            pytest.fail(f"tests asked for raw storage on {engine}, the schema is on {got}",
+                        pytrace=False)
+        yield Services(pg=pg, redis=redis, database_url=pg.url, redis_url=redis.url, tmp=tmp,
+                       engine=engine)
     finally:
         redis.stop()
         pg.stop("immediate")

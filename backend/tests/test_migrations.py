@@ -1,23 +1,121 @@
-"""The plain-PostgreSQL path: native daily partitions, created on demand, dropped by age."""
+"""Both raw-storage paths: native daily partitions (created on demand, dropped by age) on
+plain PostgreSQL, compressed hypertables on TimescaleDB, and a clean fallback to the first
+when TimescaleDB is installed but not preloaded."""
 
+import os
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import text
 
+from stormwatch.devtools.bootstrap import create_org_sync
+from stormwatch.devtools.services import PostgresServer, free_port, timescaledb_installed
 from stormwatch.services import maintenance
 
 
-def test_plain_postgres_uses_native_partitions_and_logs_the_choice(db):
+def test_the_schema_is_on_the_engine_the_cluster_was_started_for(db, services):
     with db.connect() as c:
-        assert maintenance.storage_engine(c) == "postgres"
+        assert maintenance.storage_engine(c) == services.engine
         kinds = dict(c.execute(text(
             "SELECT relname, relkind FROM pg_class WHERE relname IN "
             "('mesh_samples','quorum_samples','storage_samples','throughput_samples')")).all())
-    assert set(kinds.values()) == {"p"}  # partitioned tables
+    # Partitioned tables on PostgreSQL; hypertables are plain parents of their chunks.
+    assert set(kinds.values()) == ({"p"} if services.engine == "postgres" else {"r"})
 
 
-def test_partitions_are_created_ahead_and_old_ones_dropped(db):
+def test_timescaledb_compresses_each_series_within_hours(db, services):
+    if services.engine != "timescaledb":
+        pytest.skip("TimescaleDB settings; this pass runs on plain PostgreSQL")
+    with db.connect() as c:
+        segments = {}
+        for table, col in c.execute(text(
+                "SELECT hypertable_name, attname FROM timescaledb_information.compression_settings "
+                "WHERE segmentby_column_index IS NOT NULL "
+                "ORDER BY hypertable_name, segmentby_column_index")).all():
+            segments.setdefault(table, []).append(col)
+        order = dict(c.execute(text(
+            "SELECT hypertable_name, orderby_asc FROM timescaledb_information.compression_settings "
+            "WHERE attname = 'time' AND orderby_column_index = 1")).all())
+        chunks = dict(c.execute(text(
+            "SELECT hypertable_name, time_interval FROM timescaledb_information.dimensions")).all())
+        policies = dict(c.execute(text(
+            "SELECT hypertable_name, config->>'compress_after' FROM timescaledb_information.jobs "
+            "WHERE proc_name = 'policy_compression'")).all())
+    assert segments == {
+        "mesh_samples": ["org_id", "src_agent_id", "dst_agent_id"],
+        "quorum_samples": ["org_id", "agent_id", "group_name"],
+        "storage_samples": ["org_id", "target_id", "agent_id"],
+        "throughput_samples": ["org_id", "src_agent_id", "dst_agent_id"]}
+    assert order == dict.fromkeys(segments, False)  # time DESC
+    assert chunks["mesh_samples"] == timedelta(hours=1)
+    assert all(chunks[t] <= timedelta(hours=6) for t in segments)
+    assert set(policies) == set(segments) and set(policies.values()) == {"01:00:00"}
+
+
+@pytest.mark.skipif(not timescaledb_installed(), reason="needs TimescaleDB installed")
+def test_timescaledb_installed_but_not_preloaded_leaves_a_working_plain_postgres_schema(
+        services):
+    """What a Debian host with the timescaledb package (not preloaded) gets: migrations fall
+    back to native partitions, and ingest and raw queries work on them."""
+    import dataclasses
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.conftest import ApiServer
+    from tests.helpers import enroll, mesh_batch, post_batch
+
+    pg = PostgresServer(services.tmp / "pg-not-preloaded", free_port(), engine="postgres")
+    pg.init()
+    pg.start()
+    try:
+        repo = Path(__file__).resolve().parents[2]
+        out = subprocess.run(
+            [sys.executable, "-m", "alembic", "-c", str(repo / "migrations" / "alembic.ini"),
+             "upgrade", "heads"], env={**os.environ, "DATABASE_URL": pg.url}, cwd=repo,
+            capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "timescaledb is installed but not in shared_preload_libraries" in out.stderr
+        assert "native PostgreSQL daily partitions" in out.stderr
+        import psycopg
+
+        with psycopg.connect(f"host=127.0.0.1 port={pg.port} user=stormwatch "
+                             "dbname=stormwatch") as conn:
+            assert conn.execute("SELECT value FROM sw_meta WHERE key = 'storage_engine'"
+                                ).fetchone() == ("postgres",)
+            assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = "
+                                "'timescaledb'").fetchone() == (0,)
+            assert conn.execute("SELECT relkind FROM pg_class WHERE relname = 'mesh_samples'"
+                                ).fetchone() == ("p",)
+        org = create_org_sync(pg.url, "Not preloaded", f"np-{os.getpid()}@example.test",
+                              password="correct horse battery staple")
+        api = ApiServer(dataclasses.replace(services, pg=pg, database_url=pg.url))
+        api.start()
+        try:
+            with api.client() as client:
+                health = client.get("/api/v1/health").json()
+                assert "raw storage on postgres" in health["database"]["detail"]
+                a = enroll(client, org.enrollment_token, "np-a")
+                b = enroll(client, org.enrollment_token, "np-b")
+                r = post_batch(client, a, mesh_batch(a, [b.agent_id], rounds=100))
+                assert r.status_code == 202, r.text
+                r = client.get("/api/v1/analytics/mesh/summary", params={
+                    "start": (datetime.now(UTC) - timedelta(minutes=10)).isoformat(),
+                    "end": datetime.now(UTC).isoformat(), "resolution": "raw"},
+                    headers={"Authorization": f"Bearer {org.api_key}"})
+                assert r.status_code == 200, r.text
+                (g,) = r.json()["groups"]
+                assert g["samples"] == 100 and g["failures"] == 2  # mesh_batch loses 1 in 50
+        finally:
+            api.stop()
+    finally:
+        pg.stop("immediate")
+
+
+def test_partitions_are_created_ahead_and_old_ones_dropped(db, services):
+    if services.engine != "postgres":
+        pytest.skip("native partitions are the plain-PostgreSQL path")
     with db.begin() as c:
         # Older than any org may keep raw samples, whatever other tests set.
         c.execute(text("SELECT sw_ensure_partitions('mesh_samples', now() - interval '100 days', "
@@ -39,7 +137,6 @@ def test_partitions_are_created_ahead_and_old_ones_dropped(db):
 
 
 def test_migrating_a_fresh_database_logs_the_storage_choice(services):
-    import os
     import subprocess
     import sys
     import uuid as uuidlib
@@ -57,12 +154,14 @@ def test_migrating_a_fresh_database_logs_the_storage_choice(services):
         [sys.executable, "-m", "alembic", "-c", str(repo / "migrations" / "alembic.ini"),
          "upgrade", "heads"], env={**os.environ, "DATABASE_URL": url}, cwd=repo,
         capture_output=True, text=True, check=True)
-    assert "native PostgreSQL daily partitions (TimescaleDB not available)" in out.stderr
+    expected = {"postgres": "native PostgreSQL daily partitions (TimescaleDB not available)",
+                "timescaledb": "raw sample storage: TimescaleDB hypertables"}[services.engine]
+    assert expected in out.stderr
 
 
-def test_the_timescaledb_retention_backstop_keeps_what_an_org_may_keep():
-    """TimescaleDB is not installed here; the policy's interval is checked against the
-    longest raw retention the settings API accepts (and the retention task's bound)."""
+def test_the_timescaledb_retention_backstop_keeps_what_an_org_may_keep(db, services):
+    """The policy's interval agrees with the longest raw retention the settings API accepts
+    (and the retention task's bound), and on TimescaleDB the live policies use it."""
     import importlib.util
     from pathlib import Path
 
@@ -77,6 +176,12 @@ def test_the_timescaledb_retention_backstop_keeps_what_an_org_may_keep():
     bound = next(m.le for m in OrgUpdate.model_fields["raw_retention_days"].metadata
                  if hasattr(m, "le"))
     assert module.BACKSTOP_DAYS == maintenance.MAX_RAW_RETENTION_DAYS == bound
+    if services.engine == "timescaledb":
+        with db.connect() as c:
+            drops = set(c.execute(text(
+                "SELECT config->>'drop_after' FROM timescaledb_information.jobs "
+                "WHERE proc_name = 'policy_retention'")).scalars())
+        assert drops == {f"{bound} days"}
 
 
 def test_minute_rollups_of_a_series_are_read_through_its_covering_index(db):

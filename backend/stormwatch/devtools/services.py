@@ -52,6 +52,37 @@ def pg_bin() -> Path:
     raise RuntimeError("PostgreSQL server binaries (pg_ctl, initdb) not found")
 
 
+ENGINES = ("postgres", "timescaledb")
+
+
+def timescaledb_installed(bin_dir: Path | None = None) -> bool:
+    """Whether the TimescaleDB extension's files are installed for this PostgreSQL server."""
+    try:
+        bin_dir = bin_dir or pg_bin()
+    except RuntimeError:
+        return False
+    major = bin_dir.parent.name  # /usr/lib/postgresql/<major>/bin
+    return ((bin_dir.parent / "lib" / "timescaledb.so").exists()
+            and (Path("/usr/share/postgresql") / major / "extension"
+                 / "timescaledb.control").exists())
+
+
+def requested_engine(value: str | None = None) -> str:
+    """The raw-storage engine for clusters started here: STORMWATCH_ENGINE (postgres,
+    timescaledb or auto; default auto, which takes TimescaleDB when it is installed)."""
+    raw = (value if value is not None else os.environ.get("STORMWATCH_ENGINE", "")).strip()
+    choice = raw.lower() or "auto"
+    if choice == "auto":
+        return "timescaledb" if timescaledb_installed() else "postgres"
+    if choice not in ENGINES:
+        raise ValueError(f"STORMWATCH_ENGINE={raw!r}: expected postgres, timescaledb or auto")
+    if choice == "timescaledb" and not timescaledb_installed():
+        raise RuntimeError("STORMWATCH_ENGINE=timescaledb but the TimescaleDB extension is not "
+                           "installed for this PostgreSQL (scripts/bootstrap.sh installs it from "
+                           "../shared/timescaledb/ when that folder is present)")
+    return choice
+
+
 def _as_pg_user() -> list[str]:
     return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
@@ -79,10 +110,14 @@ class PostgresServer:
     # None keeps the small default of throwaway test clusters; long-lived servers pass
     # server_shared_buffers(), since rollup reads over days live or die by the buffer cache.
     shared_buffers: str | None = None
+    # "postgres" or "timescaledb"; None: requested_engine() (STORMWATCH_ENGINE, default auto).
+    # TimescaleDB is preloaded at start, so migrations can create the extension.
+    engine: str | None = None
     log_file: Path = field(init=False)
 
     def __post_init__(self) -> None:
         self.log_file = self.data_dir.parent / f"{self.data_dir.name}.log"
+        self.engine = requested_engine(self.engine)
 
     @property
     def url(self) -> str:
@@ -132,6 +167,11 @@ class PostgresServer:
         opts = f"-p {self.port}"
         if self.shared_buffers:
             opts += f" -c shared_buffers={self.shared_buffers}"
+        if self.engine == "timescaledb":
+            # On the command line rather than in postgresql.conf: a data directory can be
+            # started either way, and the schema's sw_meta storage_engine says what it holds.
+            opts += (" -c shared_preload_libraries=timescaledb"
+                     " -c timescaledb.telemetry_level=off")
         self._run(str(pg_bin() / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
                   "-o", opts, "-w", "-t", "60", "start")
         wait_for_port(self.port)
