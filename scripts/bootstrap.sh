@@ -23,6 +23,38 @@ if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl 
   apt_install postgresql
 fi
 command -v redis-server >/dev/null || apt_install redis-server
+
+# TimescaleDB (raw samples as compressed hypertables): installed from a prebuilt extension in
+# ../shared/timescaledb/ when that folder is there; without it, plain PostgreSQL.
+# docs/operations.md says which engine a user gets and how to switch (STORMWATCH_ENGINE).
+tsdb_dir="${TIMESCALEDB_DIR:-../shared/timescaledb}"
+tsdb_control=/usr/share/postgresql/15/extension/timescaledb.control
+tsdb_version() { sed -n "s/^default_version = '\(.*\)'/\1/p" "$tsdb_control"; }
+if [ -f "$tsdb_control" ] && [ -f /usr/lib/postgresql/15/lib/timescaledb.so ]; then
+  if [ "${STORMWATCH_ENGINE:-auto}" = postgres ]; then
+    say "raw storage: plain PostgreSQL (STORMWATCH_ENGINE=postgres; TimescaleDB $(tsdb_version) is installed)"
+  else
+    say "raw storage: TimescaleDB $(tsdb_version) (installed; clusters started here preload it;" \
+        "STORMWATCH_ENGINE=postgres for plain PostgreSQL)"
+  fi
+elif [ -d "$tsdb_dir" ] && [ -x /usr/lib/postgresql/15/bin/pg_ctl ]; then
+  say "installing TimescaleDB from $tsdb_dir"
+  (cd "$tsdb_dir" && sha256sum --quiet -c SHA256SUMS) \
+    || { say "checksum mismatch in $tsdb_dir/SHA256SUMS: not installing"; exit 1; }
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  # The build needs a current 15.x server; upgraded now, before any cluster of ours starts
+  # (a server whose package changes under it fails its later library loads).
+  say "apt-get install postgresql-15 (Debian's current 15.x, which the extension was built on)"
+  $sudo apt-get update -qq && touch /tmp/.stormwatch-apt-updated
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+    postgresql-15 >/dev/null
+  for tarball in "$tsdb_dir"/timescaledb-*.tar.gz; do $sudo tar -xzf "$tarball" -C /; done
+  say "raw storage: TimescaleDB $(tsdb_version) installed; clusters started here preload it"
+elif [ -d "$tsdb_dir" ]; then
+  say "raw storage: plain PostgreSQL ($tsdb_dir holds a build for PostgreSQL 15, not installed here)"
+else
+  say "raw storage: plain PostgreSQL (no TimescaleDB build at $tsdb_dir)"
+fi
 if [ "$purpose" = test ]; then
   apt_install chromium docker-compose sockperf
   # Object-storage emulators for the storage-probe tests (moto, Azurite, fake-gcs-server).
