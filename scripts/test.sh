@@ -15,7 +15,26 @@ suite() {
 }
 
 suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=compose-check-secret-key docker-compose -f docker-compose.yml config -q
-suite "backend (pytest)" bash -c 'cd backend && ../.venv/bin/python -m pytest -q -p no:cacheprovider'
+# The backend runs on both raw-storage engines when TimescaleDB is installed: the full suite on
+# plain PostgreSQL, then the suites that touch raw storage on TimescaleDB. Each pass's session
+# fixture fails (never skips) when the schema is not on the engine it asked for.
+STORAGE_SUITES=(tests/test_migrations.py tests/api/test_ingest.py tests/api/test_ingest_sections.py
+  tests/api/test_ingest_strict.py tests/api/test_analytics.py tests/api/test_analytics_fresh.py
+  tests/api/test_analytics_storage.py tests/api/test_agents.py tests/services/test_rollups.py
+  tests/services/test_retention.py tests/services/test_compressed_raw.py
+  tests/worker/test_rollup_tasks.py tests/e2e/test_agent_mesh_e2e.py
+  tests/e2e/test_agent_storage_e2e.py)
+pytest_on() {
+  local engine=$1; shift
+  (cd backend && STORMWATCH_ENGINE=$engine ../.venv/bin/python -m pytest -q -p no:cacheprovider "$@")
+}
+if PYTHONPATH=backend .venv/bin/python -c \
+    'import sys; from stormwatch.devtools.services import timescaledb_installed as t; sys.exit(not t())'; then
+  suite "backend on postgres (pytest, every suite)" pytest_on postgres
+  suite "backend on timescaledb (pytest, storage suites)" pytest_on timescaledb "${STORAGE_SUITES[@]}"
+else
+  suite "backend on postgres (pytest, every suite; TimescaleDB not installed)" pytest_on postgres
+fi
 if [ -f agents/go.mod ]; then
   suite "agents (go test -race)" bash -c 'cd agents && go vet ./... && go test -race -count=1 ./...'
   suite "agent deployment files" agents/deploy/check.sh
