@@ -32,6 +32,7 @@ from stormwatch.devtools.services import (
     PostgresServer,
     RedisServer,
     free_port,
+    requested_engine,
     run_migrations,
     server_shared_buffers,
     wait_for_port,
@@ -80,9 +81,11 @@ class Stack:
             self.state.setdefault("pg_password", secrets.token_urlsafe(16))
             self.pg = PostgresServer(self.data_dir / "pg", self.state["pg_port"],
                                      password=self.state["pg_password"],
-                                     shared_buffers=server_shared_buffers())
+                                     shared_buffers=server_shared_buffers(),
+                                     engine=self._engine())
             self.pg.init()
-            log(f"starting PostgreSQL on 127.0.0.1:{self.pg.port} ({self.pg.data_dir})")
+            log(f"starting PostgreSQL on 127.0.0.1:{self.pg.port} ({self.pg.data_dir}, "
+                f"{'TimescaleDB preloaded' if self.pg.engine == 'timescaledb' else 'plain'})")
             self.pg.start()
             database_url = self.pg.url
         redis_url = os.environ.get("REDIS_URL")
@@ -97,6 +100,9 @@ class Stack:
 
         log("applying migrations")
         run_migrations(database_url)
+        self.state["engine"] = _storage_engine(database_url)
+        self._save_state()
+        log(f"raw storage on {self.state['engine']}")
         demo = self.state.get("demo")
         if demo is None or not asyncio.run(org_exists(database_url, demo["org_id"])):
             # Same code as `python -m stormwatch.cli create-admin`, which compose runs.
@@ -134,6 +140,20 @@ class Stack:
                 "enrollment_token": demo["enrollment_token"], "api_key": demo["api_key"],
                 "org_id": demo["org_id"], "database_url": database_url, "redis_url": redis_url}
 
+    def _engine(self) -> str:
+        """The engine a new data directory gets is STORMWATCH_ENGINE's (default auto); an
+        existing one keeps the engine its schema was made on, since hypertables cannot be
+        read without TimescaleDB and native partitions never become hypertables."""
+        requested = requested_engine()
+        if not (self.data_dir / "pg" / "PG_VERSION").exists():
+            return requested
+        # Data directories from before the engine was recorded were never preloaded.
+        kept = str(self.state.get("engine", "postgres"))
+        if kept != requested:
+            log(f"{self.data_dir} holds raw samples on {kept}, which it keeps; STORMWATCH_ENGINE "
+                f"asks for {requested}: remove {self.data_dir} to start over on it")
+        return kept
+
     def _spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
         logf = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115 - lives with the process
         # Own process group, so stopping kills the whole tree and leaves no orphans.
@@ -167,6 +187,15 @@ class Stack:
             self.redis.stop()
         if self.pg:
             self.pg.stop()
+
+
+def _storage_engine(database_url: str) -> str:
+    import psycopg
+
+    conninfo = database_url.replace("postgresql+asyncpg://", "postgresql://")
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute("SELECT value FROM sw_meta WHERE key = 'storage_engine'").fetchone()
+    return str(row[0]) if row else "postgres"
 
 
 def wait_healthy(url: str, timeout_s: float) -> dict[str, Any]:
