@@ -20,7 +20,7 @@ suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=com
 # fixture fails (never skips) when the schema is not on the engine it asked for.
 STORAGE_SUITES=(tests/test_migrations.py tests/api/test_ingest.py tests/api/test_ingest_sections.py
   tests/api/test_ingest_strict.py tests/api/test_analytics.py tests/api/test_analytics_fresh.py
-  tests/api/test_analytics_storage.py tests/api/test_agents.py tests/services/test_rollups.py
+  tests/api/test_agents.py tests/services/test_rollups.py
   tests/services/test_retention.py tests/services/test_compressed_raw.py
   tests/worker/test_rollup_tasks.py tests/e2e/test_agent_mesh_e2e.py
   tests/e2e/test_agent_storage_e2e.py)

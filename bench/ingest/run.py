@@ -239,6 +239,7 @@ def measure(args: argparse.Namespace, pg: PostgresServer, redis: RedisServer) ->
                                                                             strict=True)]
 
         jobs = http_jobs()
+        print(f"raw storage: {pg.engine} (STORMWATCH_ENGINE=postgres|timescaledb|auto)")
         print(f"fleet: {args.agents} agents, {len(jobs)} batches, {total} samples, "
               f"{sum(len(j[1]) for j in jobs) / total:.1f} gzip bytes/sample, "
               f"{sum(map(len, streams)) / total:.0f} COPY bytes/row; {os.cpu_count()} CPUs, "

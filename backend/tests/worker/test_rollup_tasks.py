@@ -61,6 +61,12 @@ def template_db(services: Services) -> Iterator[str]:
     with psycopg.connect(_admin(services), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     run_migrations(services.database_url.rsplit("/", 1)[0] + f"/{name}")
+    with psycopg.connect(_admin(services), autocommit=True) as conn:
+        # A template must have no one connected, and TimescaleDB's background workers connect
+        # to every database with the extension: closed to connections, as template0 is.
+        conn.execute(f'ALTER DATABASE "{name}" WITH ALLOW_CONNECTIONS false')
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                     "WHERE datname = %s", (name,))
     yield name
     with psycopg.connect(_admin(services), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
