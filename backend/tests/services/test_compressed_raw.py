@@ -20,20 +20,18 @@ from sqlalchemy import Engine, text
 
 from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_sync_engine
+from stormwatch.devtools.services import requested_engine
 from stormwatch.services import maintenance, rollups
 from tests.conftest import ApiServer, Services
 from tests.helpers import EnrolledAgent, enroll, post_batch
 
-pytestmark = pytest.mark.usefixtures("timescale_only")
+# The pass's engine (the session fixture asserts the schema is on it); decided before any
+# fixture starts a server.
+pytestmark = pytest.mark.skipif(requested_engine() != "timescaledb",
+                                reason="compression is TimescaleDB's; a plain PostgreSQL pass")
 
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
 RAW_TABLES = ("mesh_samples", "quorum_samples")
-
-
-@pytest.fixture(scope="module")
-def timescale_only(services: Services) -> None:
-    if services.engine != "timescaledb":
-        pytest.skip("compression is TimescaleDB's; this pass runs on plain PostgreSQL")
 
 
 @dataclass
