@@ -23,6 +23,11 @@ from stormwatch.models.samples import (
     throughput_samples,
 )
 from stormwatch.models.storage_target import StorageTarget, StorageTargetAgent
+from stormwatch.models.throughput import (
+    ThroughputBudgetLedger,
+    ThroughputExperiment,
+    ThroughputSettings,
+)
 
 __all__ = [
     "AdvisorResult",
@@ -49,6 +54,9 @@ __all__ = [
     "Silence",
     "StorageTarget",
     "StorageTargetAgent",
+    "ThroughputBudgetLedger",
+    "ThroughputExperiment",
+    "ThroughputSettings",
     "User",
     "UserSession",
     "mesh_samples",

@@ -46,6 +46,9 @@ class Agent(Base):
     private_ip: Mapped[str] = mapped_column(String(64), default="", server_default="")
     public_ip: Mapped[str] = mapped_column(String(64), default="", server_default="")
     mesh_address: Mapped[str] = mapped_column(String(300), default="", server_default="")
+    # host:port of the agent's throughput control listener; "" when the probe is off.
+    throughput_address: Mapped[str] = mapped_column(String(300), default="",
+                                                    server_default="")
     agent_version: Mapped[str] = mapped_column(String(50), default="", server_default="")
     token_prefix: Mapped[str] = mapped_column(String(20))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)

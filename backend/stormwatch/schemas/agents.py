@@ -1,7 +1,28 @@
+import ipaddress
+import re
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$")
+
+
+def host_port(value: str) -> str:
+    """`host:port` with a hostname or IPv4 address, or `[IPv6]:port`; port 1-65535."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError("must be host:port with a port from 1 to 65535")
+    if host.startswith("[") and host.endswith("]"):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError("the bracketed host must be an IPv6 address") from None
+        return value
+    if not host or ":" in host or not _HOSTNAME.match(host):
+        raise ValueError("the host must be a hostname, an IPv4 address or [IPv6]")
+    return value
 
 
 class AgentMetadata(BaseModel):
@@ -31,7 +52,14 @@ class EnrollResponse(BaseModel):
 class AgentSelfUpdate(BaseModel):
     agent_version: str | None = Field(default=None, max_length=50)
     mesh_address: str | None = Field(default=None, max_length=300)
+    throughput_address: str | None = Field(default=None, max_length=300, description=(
+        "host:port of the throughput control listener; \"\" when the probe is off"))
     metadata: AgentMetadata | None = None
+
+    @field_validator("throughput_address")
+    @classmethod
+    def _host_port(cls, v: str | None) -> str | None:
+        return v if not v else host_port(v)
 
 
 class AgentPublic(BaseModel):
@@ -47,6 +75,7 @@ class AgentPublic(BaseModel):
     private_ip: str
     public_ip: str
     mesh_address: str
+    throughput_address: str
     agent_version: str
     token_prefix: str
     first_seen: datetime

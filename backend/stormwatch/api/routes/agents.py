@@ -52,7 +52,8 @@ async def agent_config(request: Request, agent: AgentDep, session: SessionDep) -
 async def update_self(body: AgentSelfUpdate, agent: AgentDep, session: SessionDep) -> Response:
     await agent_service.update_self(
         session, agent, body.agent_version, body.mesh_address,
-        body.metadata.model_dump(exclude_unset=True) if body.metadata else None)
+        body.metadata.model_dump(exclude_unset=True) if body.metadata else None,
+        body.throughput_address)
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
