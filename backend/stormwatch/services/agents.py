@@ -78,12 +78,15 @@ async def enroll(session: AsyncSession, enrollment_token: str, name: str,
 
 
 async def update_self(session: AsyncSession, agent: Agent, agent_version: str | None,
-                      mesh_address: str | None, metadata: dict[str, str] | None) -> None:
+                      mesh_address: str | None, metadata: dict[str, str] | None,
+                      throughput_address: str | None = None) -> None:
     changed_topology = False
     if agent_version is not None:
         agent.agent_version = agent_version
     if mesh_address is not None:
         agent.mesh_address = mesh_address
+    if throughput_address is not None:
+        agent.throughput_address = throughput_address
     if metadata:
         for f in METADATA_FIELDS:
             if f in metadata and getattr(agent, f) != (metadata[f] or ""):
@@ -129,6 +132,7 @@ async def quorum_groups(session: AsyncSession, agent: Agent) -> list[dict[str, A
 
 async def build_config(session: AsyncSession, agent: Agent) -> dict[str, Any]:
     from stormwatch.services.storage_targets import storage_targets_for_agent
+    from stormwatch.services.throughput import store as throughput_store
 
     org = await session.get(Org, agent.org_id)
     assert org is not None
@@ -144,6 +148,8 @@ async def build_config(session: AsyncSession, agent: Agent) -> dict[str, Any]:
                  "groups": default_groups(agent, meshing)},
         "storage": {"targets": await storage_targets_for_agent(session, agent)},
         "shipper": {"max_batch_samples": 20000, "max_batch_age_ms": 2000},
+        "throughput": {"experiments": await throughput_store.config_entries(
+            session, agent, datetime.now(UTC))},
     }
     version = hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
     return {"version": version, **content}

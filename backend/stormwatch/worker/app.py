@@ -15,7 +15,8 @@ celery_app = Celery("stormwatch", broker=settings.redis_url, backend=settings.re
                              "stormwatch.worker.tasks.alerts",
                              "stormwatch.worker.tasks.maintenance",
                              "stormwatch.worker.tasks.notifications",
-                             "stormwatch.worker.tasks.rollups"])
+                             "stormwatch.worker.tasks.rollups",
+                             "stormwatch.worker.tasks.throughput"])
 celery_app.conf.update(
     timezone="UTC",
     enable_utc=True,

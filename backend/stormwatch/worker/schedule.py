@@ -88,3 +88,22 @@ BEAT_SCHEDULE.update({
         "options": {"expires": 10},
     },
 })
+
+# --- throughput experiments (services/throughput, worker/tasks/throughput.py) -------------
+BEAT_SCHEDULE.update({
+    # Each run plans the rest of today and all of tomorrow, so tomorrow is planned ~23 h
+    # ahead and a newly enabled org, a new pair or a raised budget is picked up within the
+    # hour; a run finds what a day already holds and plans nothing twice.
+    "schedule-throughput-experiments": {
+        "task": "stormwatch.schedule_throughput_experiments",
+        "schedule": timedelta(hours=1),
+        "options": {"expires": 3600},
+    },
+    # Experiments are analysed 5 min after they end (the receivers' batches are in by then);
+    # every 5 minutes keeps results at most 10 min behind, and an idle pass is one query.
+    "analyze-throughput-experiments": {
+        "task": "stormwatch.analyze_throughput_experiments",
+        "schedule": timedelta(minutes=5),
+        "options": {"expires": 300},
+    },
+})
