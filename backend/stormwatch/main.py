@@ -33,6 +33,7 @@ from stormwatch.api.routes import (
     settings,
     silences,
     storage_targets,
+    throughput,
 )
 from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_engine
@@ -57,6 +58,7 @@ ROUTERS = [
     channels.router,
     silences.router,
     maintenance.router,
+    throughput.router,
 ]
 
 

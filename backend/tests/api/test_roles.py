@@ -92,6 +92,18 @@ ACCESS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/maintenance-windows"): "manage",
     ("PATCH", "/api/v1/maintenance-windows/{window_id}"): "manage",
     ("DELETE", "/api/v1/maintenance-windows/{window_id}"): "manage",
+    # Throughput: readers see settings, budget, experiments and analyses; admins change the
+    # settings and schedule experiments.
+    ("GET", "/api/v1/throughput/settings"): "read",
+    ("PUT", "/api/v1/throughput/settings"): "manage",
+    ("GET", "/api/v1/throughput/budget"): "read",
+    ("GET", "/api/v1/throughput/experiments"): "read",
+    ("POST", "/api/v1/throughput/experiments"): "manage",
+    ("GET", "/api/v1/throughput/experiments/{experiment_id}"): "read",
+    ("GET", "/api/v1/throughput/experiments/{experiment_id}/samples"): "read",
+    ("GET", "/api/v1/throughput/pairs"): "read",
+    ("GET", "/api/v1/throughput/az-pairs"): "read",
+    ("GET", "/api/v1/throughput/degradations"): "read",
     **{("GET", f"/api/v1/analytics/{p}"): "read" for p in (
         "{kind}/summary", "{kind}/series", "{kind}/series.csv", "{kind}/distribution",
         "{kind}/boxplots", "{kind}/heatmap", "{kind}/level-shifts", "{kind}/cycles",

@@ -1100,6 +1100,144 @@ export interface paths {
         patch: operations["update_maintenance_window_api_v1_maintenance_windows__window_id__patch"];
         trace?: never;
     };
+    "/api/v1/throughput/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Throughput Settings */
+        get: operations["get_throughput_settings_api_v1_throughput_settings_get"];
+        /** Put Throughput Settings */
+        put: operations["put_throughput_settings_api_v1_throughput_settings_put"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/throughput/budget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This month's egress: measured, planned, left, and what was refused */
+        get: operations["get_throughput_budget_api_v1_throughput_budget_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/throughput/experiments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Throughput Experiments */
+        get: operations["list_throughput_experiments_api_v1_throughput_experiments_get"];
+        put?: never;
+        /** Schedule one experiment now or at a time (422 when over budget or overlapping another on either agent) */
+        post: operations["create_throughput_experiment_api_v1_throughput_experiments_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/throughput/experiments/{experiment_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Throughput Experiment */
+        get: operations["get_throughput_experiment_api_v1_throughput_experiments__experiment_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/throughput/experiments/{experiment_id}/samples": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The per-second series of both directions */
+        get: operations["get_throughput_experiment_samples_api_v1_throughput_experiments__experiment_id__samples_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/throughput/pairs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Per region pair and agent pair: mean, sigma and asymmetry */
+        get: operations["get_throughput_pairs_api_v1_throughput_pairs_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/throughput/az-pairs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** CV_RMSE between the AZ pairs of each region pair */
+        get: operations["get_throughput_az_pairs_api_v1_throughput_az_pairs_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/throughput/degradations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Long degradations: runs of experiments below a fraction of the norm */
+        get: operations["get_throughput_degradations_api_v1_throughput_degradations_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1168,6 +1306,48 @@ export interface components {
             /** Topology Class */
             topology_class: string;
         };
+        /** AgentPairStats */
+        AgentPairStats: {
+            /**
+             * Mean Bytes Per S
+             * @description mean over experiments' means
+             */
+            mean_bytes_per_s: number | null;
+            /**
+             * Std Bytes Per S
+             * @description sigma over experiments' means
+             */
+            std_bytes_per_s: number | null;
+            /** Cov */
+            cov: number | null;
+            /** Experiments */
+            experiments: number;
+            /**
+             * Reverse Mean Bytes Per S
+             * @description the opposite flow's mean
+             */
+            reverse_mean_bytes_per_s: number | null;
+            /**
+             * Asymmetry
+             * @description this flow's mean / the opposite flow's
+             */
+            asymmetry: number | null;
+            /**
+             * Src Agent Id
+             * Format: uuid
+             */
+            src_agent_id: string;
+            /**
+             * Dst Agent Id
+             * Format: uuid
+             */
+            dst_agent_id: string;
+            /**
+             * Proto
+             * @enum {string}
+             */
+            proto: "tcp" | "udp";
+        };
         /** AgentPublic */
         AgentPublic: {
             /**
@@ -1193,6 +1373,8 @@ export interface components {
             public_ip: string;
             /** Mesh Address */
             mesh_address: string;
+            /** Throughput Address */
+            throughput_address: string;
             /** Agent Version */
             agent_version: string;
             /** Token Prefix */
@@ -1216,6 +1398,11 @@ export interface components {
             agent_version?: string | null;
             /** Mesh Address */
             mesh_address?: string | null;
+            /**
+             * Throughput Address
+             * @description host:port of the throughput control listener; "" when the probe is off
+             */
+            throughput_address?: string | null;
             metadata?: components["schemas"]["AgentMetadata"] | null;
         };
         /** AlertDetail */
@@ -1704,6 +1891,64 @@ export interface components {
              */
             pairs: components["schemas"]["AsymmetryPair"][];
         };
+        /** AzComparison */
+        AzComparison: {
+            a: components["schemas"]["ZoneRef"];
+            b: components["schemas"]["ZoneRef"];
+            /**
+             * Slots
+             * @description hours both AZ pairs measured
+             */
+            slots: number;
+            /** Cv Rmse */
+            cv_rmse: number | null;
+        };
+        /** AzPairMean */
+        AzPairMean: {
+            /** Src Zone */
+            src_zone: string;
+            /** Dst Zone */
+            dst_zone: string;
+            /** Mean Bytes Per S */
+            mean_bytes_per_s: number | null;
+            /** Experiments */
+            experiments: number;
+        };
+        /** AzPairsPublic */
+        AzPairsPublic: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /**
+             * End
+             * Format: date-time
+             */
+            end: string;
+            /** Region Pairs */
+            region_pairs: components["schemas"]["AzRegionPair"][];
+        };
+        /** AzRegionPair */
+        AzRegionPair: {
+            /** Src Provider */
+            src_provider: string;
+            /** Src Region */
+            src_region: string;
+            /** Dst Provider */
+            dst_provider: string;
+            /** Dst Region */
+            dst_region: string;
+            /**
+             * Proto
+             * @enum {string}
+             */
+            proto: "tcp" | "udp";
+            /** Az Pairs */
+            az_pairs: components["schemas"]["AzPairMean"][];
+            /** Comparisons */
+            comparisons: components["schemas"]["AzComparison"][];
+        };
         /** BacktestFiring */
         BacktestFiring: {
             /**
@@ -1937,6 +2182,49 @@ export interface components {
             group_by: string;
             /** Boxes */
             boxes: components["schemas"]["Box"][];
+        };
+        /** BudgetPublic */
+        BudgetPublic: {
+            /**
+             * Month
+             * @description UTC month, YYYY-MM
+             */
+            month: string;
+            /** Budget Bytes */
+            budget_bytes: number;
+            /**
+             * Used Bytes
+             * @description measured: the receivers' samples this month (UDP: received / (1 - loss), what was sent)
+             */
+            used_bytes: number;
+            /**
+             * Scheduled Bytes
+             * @description estimated, for experiments not yet ended
+             */
+            scheduled_bytes: number;
+            /** Remaining Bytes */
+            remaining_bytes: number;
+            /** Used Cost Usd */
+            used_cost_usd: number;
+            /** Scheduled Cost Usd */
+            scheduled_cost_usd: number;
+            /**
+             * Estimated Cost Usd
+             * @description used plus scheduled
+             */
+            estimated_cost_usd: number;
+            /**
+             * Budget Cost Usd
+             * @description the monthly cost cap, if set
+             */
+            budget_cost_usd: number | null;
+            /**
+             * Refused
+             * @description what the scheduler's last run refused
+             */
+            refused: components["schemas"]["Refusal"][];
+            /** Refused At */
+            refused_at: string | null;
         };
         /** CdfPoint */
         CdfPoint: {
@@ -2366,6 +2654,65 @@ export interface components {
             /** Days */
             days: components["schemas"]["DailyMedianDay"][];
         };
+        /** Degradation */
+        Degradation: {
+            /**
+             * Src Agent Id
+             * Format: uuid
+             */
+            src_agent_id: string;
+            /**
+             * Dst Agent Id
+             * Format: uuid
+             */
+            dst_agent_id: string;
+            /** Src Region */
+            src_region: string;
+            /** Dst Region */
+            dst_region: string;
+            /**
+             * Proto
+             * @enum {string}
+             */
+            proto: "tcp" | "udp";
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /**
+             * End
+             * Format: date-time
+             */
+            end: string;
+            /** Duration S */
+            duration_s: number;
+            /** Level Bytes Per S */
+            level_bytes_per_s: number;
+            /** Norm Bytes Per S */
+            norm_bytes_per_s: number;
+            /** Experiments */
+            experiments: number;
+        };
+        /** DegradationsPublic */
+        DegradationsPublic: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /**
+             * End
+             * Format: date-time
+             */
+            end: string;
+            /** Fraction */
+            fraction: number;
+            /** Min Hours */
+            min_hours: number;
+            /** Degradations */
+            degradations: components["schemas"]["Degradation"][];
+        };
         /** DeliveryPublic */
         DeliveryPublic: {
             /**
@@ -2497,6 +2844,71 @@ export interface components {
             min_excess: number;
             /** Detours */
             detours: components["schemas"]["Detour"][];
+        };
+        /** DirectionSamples */
+        DirectionSamples: {
+            /**
+             * Direction
+             * @enum {string}
+             */
+            direction: "forward" | "reverse";
+            /**
+             * Src Agent Id
+             * Format: uuid
+             */
+            src_agent_id: string;
+            /**
+             * Dst Agent Id
+             * Format: uuid
+             */
+            dst_agent_id: string;
+            /** Samples */
+            samples: components["schemas"]["SamplePoint"][];
+        };
+        /** DirectionStats */
+        DirectionStats: {
+            /**
+             * Direction
+             * @enum {string}
+             */
+            direction: "forward" | "reverse";
+            /**
+             * Src Agent Id
+             * Format: uuid
+             * @description the sender of this direction
+             */
+            src_agent_id: string;
+            /**
+             * Dst Agent Id
+             * Format: uuid
+             * @description the receiver, who measured it
+             */
+            dst_agent_id: string;
+            /** Seconds */
+            seconds: number;
+            /** Bytes */
+            bytes: number;
+            /** Mean Bytes Per S */
+            mean_bytes_per_s: number | null;
+            /** Max Bytes Per S */
+            max_bytes_per_s: number | null;
+            /** Min Bytes Per S */
+            min_bytes_per_s: number | null;
+            /** Std Bytes Per S */
+            std_bytes_per_s: number | null;
+            /**
+             * Cov
+             * @description std / mean over the per-second samples
+             */
+            cov: number | null;
+            /** Loss Ratio Mean */
+            loss_ratio_mean: number | null;
+            /** Jitter Us Mean */
+            jitter_us_mean: number | null;
+            /** Jitter Us Max */
+            jitter_us_max: number | null;
+            /** Transitions */
+            transitions: components["schemas"]["Transition"][];
         };
         /** DistributionResponse */
         DistributionResponse: {
@@ -2707,6 +3119,178 @@ export interface components {
             msg: string;
             /** Type */
             type: string;
+        };
+        /** ExperimentCreate */
+        ExperimentCreate: {
+            /**
+             * Initiator Agent Id
+             * Format: uuid
+             */
+            initiator_agent_id: string;
+            /**
+             * Responder Agent Id
+             * Format: uuid
+             */
+            responder_agent_id: string;
+            /**
+             * Proto
+             * @description null: the settings' default (tcp when it is both)
+             */
+            proto?: ("tcp" | "udp") | null;
+            /**
+             * Start At
+             * @description null: as soon as both agents can have polled their config (about a minute)
+             */
+            start_at?: string | null;
+            /** Duration S */
+            duration_s?: number | null;
+            /** Streams */
+            streams?: number | null;
+            /** Udp Rate Bits Per S */
+            udp_rate_bits_per_s?: number | null;
+            /** Udp Datagram Bytes */
+            udp_datagram_bytes?: number | null;
+        };
+        /** ExperimentDetail */
+        ExperimentDetail: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Initiator Agent Id
+             * Format: uuid
+             */
+            initiator_agent_id: string;
+            /**
+             * Responder Agent Id
+             * Format: uuid
+             */
+            responder_agent_id: string;
+            /**
+             * Proto
+             * @enum {string}
+             */
+            proto: "tcp" | "udp";
+            /**
+             * Start At
+             * Format: date-time
+             */
+            start_at: string;
+            /**
+             * End At
+             * Format: date-time
+             * @description start_at + 2 * duration_s
+             */
+            end_at: string;
+            /** Duration S */
+            duration_s: number;
+            /** Streams */
+            streams: number;
+            /** Udp Rate Bits Per S */
+            udp_rate_bits_per_s: number;
+            /** Udp Datagram Bytes */
+            udp_datagram_bytes: number;
+            /**
+             * Status
+             * @description scheduled (not started), running (until 2 min after end_at), done (samples stored), missed (ended without samples)
+             * @enum {string}
+             */
+            status: "scheduled" | "running" | "done" | "missed";
+            /** Est Bytes */
+            est_bytes: number;
+            /** Est Cost Usd */
+            est_cost_usd: number;
+            /**
+             * Origin
+             * @enum {string}
+             */
+            origin: "scheduler" | "manual";
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Directions */
+            directions: components["schemas"]["DirectionStats"][];
+            /**
+             * Asymmetry
+             * @description forward mean / reverse mean
+             */
+            asymmetry: number | null;
+        };
+        /** ExperimentPublic */
+        ExperimentPublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Initiator Agent Id
+             * Format: uuid
+             */
+            initiator_agent_id: string;
+            /**
+             * Responder Agent Id
+             * Format: uuid
+             */
+            responder_agent_id: string;
+            /**
+             * Proto
+             * @enum {string}
+             */
+            proto: "tcp" | "udp";
+            /**
+             * Start At
+             * Format: date-time
+             */
+            start_at: string;
+            /**
+             * End At
+             * Format: date-time
+             * @description start_at + 2 * duration_s
+             */
+            end_at: string;
+            /** Duration S */
+            duration_s: number;
+            /** Streams */
+            streams: number;
+            /** Udp Rate Bits Per S */
+            udp_rate_bits_per_s: number;
+            /** Udp Datagram Bytes */
+            udp_datagram_bytes: number;
+            /**
+             * Status
+             * @description scheduled (not started), running (until 2 min after end_at), done (samples stored), missed (ended without samples)
+             * @enum {string}
+             */
+            status: "scheduled" | "running" | "done" | "missed";
+            /** Est Bytes */
+            est_bytes: number;
+            /** Est Cost Usd */
+            est_cost_usd: number;
+            /**
+             * Origin
+             * @enum {string}
+             */
+            origin: "scheduler" | "manual";
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+        };
+        /** ExperimentSamples */
+        ExperimentSamples: {
+            /**
+             * Experiment Id
+             * Format: uuid
+             */
+            experiment_id: string;
+            /** Directions */
+            directions: components["schemas"]["DirectionSamples"][];
         };
         /**
          * FileCredentials
@@ -3211,6 +3795,41 @@ export interface components {
             rollup_retention_days?: number | null;
             mesh_settings?: components["schemas"]["MeshSettings"] | null;
         };
+        /** PairRef */
+        PairRef: {
+            /**
+             * Src Agent Id
+             * Format: uuid
+             * @description the initiator (sends first)
+             */
+            src_agent_id: string;
+            /**
+             * Dst Agent Id
+             * Format: uuid
+             * @description the responder (sends second)
+             */
+            dst_agent_id: string;
+        };
+        /** PairsPublic */
+        PairsPublic: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /**
+             * End
+             * Format: date-time
+             */
+            end: string;
+            /**
+             * Region Pairs
+             * @description flows src -> dst
+             */
+            region_pairs: components["schemas"]["RegionPairStats"][];
+            /** Agent Pairs */
+            agent_pairs: components["schemas"]["AgentPairStats"][];
+        };
         /** Period */
         Period: {
             /** Period S */
@@ -3573,6 +4192,72 @@ export interface components {
             /** Rows */
             rows: components["schemas"]["RankRow"][];
         };
+        /** Refusal */
+        Refusal: {
+            pair: components["schemas"]["PairRef"];
+            /**
+             * Proto
+             * @enum {string}
+             */
+            proto: "tcp" | "udp";
+            /**
+             * Code
+             * @enum {string}
+             */
+            code: "budget_bytes" | "budget_usd" | "no_free_time";
+            /** Reason */
+            reason: string;
+            /**
+             * Experiments
+             * @description experiments of the pair refused for this reason
+             */
+            experiments: number;
+            /**
+             * Day
+             * @description UTC day planned, YYYY-MM-DD
+             */
+            day?: string | null;
+        };
+        /** RegionPairStats */
+        RegionPairStats: {
+            /**
+             * Mean Bytes Per S
+             * @description mean over experiments' means
+             */
+            mean_bytes_per_s: number | null;
+            /**
+             * Std Bytes Per S
+             * @description sigma over experiments' means
+             */
+            std_bytes_per_s: number | null;
+            /** Cov */
+            cov: number | null;
+            /** Experiments */
+            experiments: number;
+            /**
+             * Reverse Mean Bytes Per S
+             * @description the opposite flow's mean
+             */
+            reverse_mean_bytes_per_s: number | null;
+            /**
+             * Asymmetry
+             * @description this flow's mean / the opposite flow's
+             */
+            asymmetry: number | null;
+            /** Src Provider */
+            src_provider: string;
+            /** Src Region */
+            src_region: string;
+            /** Dst Provider */
+            dst_provider: string;
+            /** Dst Region */
+            dst_region: string;
+            /**
+             * Proto
+             * @enum {string}
+             */
+            proto: "tcp" | "udp";
+        };
         /** Replication */
         Replication: {
             /**
@@ -3717,6 +4402,26 @@ export interface components {
             kinds: {
                 [key: string]: components["schemas"]["KindBacklog"];
             };
+        };
+        /** SamplePoint */
+        SamplePoint: {
+            /**
+             * Time
+             * Format: date-time
+             * @description end of the second
+             */
+            time: string;
+            /**
+             * Offset S
+             * @description seconds from the direction's start
+             */
+            offset_s: number;
+            /** Bytes Per S */
+            bytes_per_s: number;
+            /** Loss Ratio */
+            loss_ratio: number | null;
+            /** Jitter Us */
+            jitter_us: number | null;
         };
         /** Segment */
         Segment: {
@@ -4174,6 +4879,133 @@ export interface components {
              */
             value: number;
         };
+        /** ThroughputSettingsBody */
+        ThroughputSettingsBody: {
+            /**
+             * Enabled
+             * @description the scheduler plans experiments only when enabled
+             */
+            enabled: boolean;
+            /**
+             * Monthly Budget Bytes
+             * @description egress the org's experiments may move per UTC month, measured plus planned
+             */
+            monthly_budget_bytes: number;
+            /**
+             * Monthly Budget Usd
+             * @description optional cap on the estimated egress cost per month; null: bytes only
+             */
+            monthly_budget_usd?: number | null;
+            /**
+             * Price Per Gb Usd
+             * @description egress price per GB (10^9 bytes) for every pair; null: the pricing catalog's inter-region figure for the sending agent's provider and region
+             */
+            price_per_gb_usd?: number | null;
+            /**
+             * Default Duration S
+             * @description length of each direction
+             * @default 300
+             */
+            default_duration_s: number;
+            /**
+             * Default Proto
+             * @default tcp
+             * @enum {string}
+             */
+            default_proto: "tcp" | "udp" | "both";
+            /**
+             * Streams
+             * @description parallel TCP streams
+             * @default 4
+             */
+            streams: number;
+            /**
+             * Udp Rate Bits Per S
+             * @default 500000000
+             */
+            udp_rate_bits_per_s: number;
+            /**
+             * Udp Datagram Bytes
+             * @default 1400
+             */
+            udp_datagram_bytes: number;
+            /**
+             * Experiments Per Pair Per Day
+             * @default 4
+             */
+            experiments_per_pair_per_day: number;
+            /**
+             * Pairs
+             * @description ordered pairs (initiator, responder); null: every cross-region pair of agents whose probe listens, the initiator the one whose name sorts first
+             */
+            pairs?: components["schemas"]["PairRef"][] | null;
+        };
+        /** ThroughputSettingsPublic */
+        ThroughputSettingsPublic: {
+            /**
+             * Enabled
+             * @description the scheduler plans experiments only when enabled
+             */
+            enabled: boolean;
+            /**
+             * Monthly Budget Bytes
+             * @description egress the org's experiments may move per UTC month, measured plus planned
+             */
+            monthly_budget_bytes: number;
+            /**
+             * Monthly Budget Usd
+             * @description optional cap on the estimated egress cost per month; null: bytes only
+             */
+            monthly_budget_usd?: number | null;
+            /**
+             * Price Per Gb Usd
+             * @description egress price per GB (10^9 bytes) for every pair; null: the pricing catalog's inter-region figure for the sending agent's provider and region
+             */
+            price_per_gb_usd?: number | null;
+            /**
+             * Default Duration S
+             * @description length of each direction
+             * @default 300
+             */
+            default_duration_s: number;
+            /**
+             * Default Proto
+             * @default tcp
+             * @enum {string}
+             */
+            default_proto: "tcp" | "udp" | "both";
+            /**
+             * Streams
+             * @description parallel TCP streams
+             * @default 4
+             */
+            streams: number;
+            /**
+             * Udp Rate Bits Per S
+             * @default 500000000
+             */
+            udp_rate_bits_per_s: number;
+            /**
+             * Udp Datagram Bytes
+             * @default 1400
+             */
+            udp_datagram_bytes: number;
+            /**
+             * Experiments Per Pair Per Day
+             * @default 4
+             */
+            experiments_per_pair_per_day: number;
+            /**
+             * Pairs
+             * @description ordered pairs (initiator, responder); null: every cross-region pair of agents whose probe listens, the initiator the one whose name sorts first
+             */
+            pairs?: components["schemas"]["PairRef"][] | null;
+            /**
+             * Updated At
+             * @description null: never set, these are the defaults
+             */
+            updated_at: string | null;
+        };
         /** TimeoutIn */
         TimeoutIn: {
             /**
@@ -4272,6 +5104,29 @@ export interface components {
              * @default []
              */
             by_hour: components["schemas"]["HourTimeout"][];
+        };
+        /** Transition */
+        Transition: {
+            /**
+             * At
+             * Format: date-time
+             * @description the switch, to a fraction of a second
+             */
+            at: string;
+            /**
+             * Offset S
+             * @description seconds from the direction's start
+             */
+            offset_s: number;
+            /** Level Before Bytes Per S */
+            level_before_bytes_per_s: number;
+            /** Level After Bytes Per S */
+            level_after_bytes_per_s: number;
+            /**
+             * Bytes Before
+             * @description volume the direction moved before the switch
+             */
+            bytes_before: number;
         };
         /** UserCreate */
         UserCreate: {
@@ -4410,6 +5265,13 @@ export interface components {
             start: string;
             /** P50 */
             p50: number | null;
+        };
+        /** ZoneRef */
+        ZoneRef: {
+            /** Src Zone */
+            src_zone: string;
+            /** Dst Zone */
+            dst_zone: string;
         };
         /** MeshSection */
         MeshSection: {
@@ -9863,6 +10725,634 @@ export interface operations {
             };
             /** @description No such resource in the caller's org (other orgs' rows look the same) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_throughput_settings_api_v1_throughput_settings_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ThroughputSettingsPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_throughput_settings_api_v1_throughput_settings_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ThroughputSettingsBody"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ThroughputSettingsPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_throughput_budget_api_v1_throughput_budget_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BudgetPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_throughput_experiments_api_v1_throughput_experiments_get: {
+        parameters: {
+            query?: {
+                /** @description UTC, on start_at; default to - 7 d */
+                from?: string | null;
+                /** @description UTC, on start_at; default now + 2 d */
+                to?: string | null;
+                /** @description initiator */
+                src_agent_id?: string | null;
+                /** @description responder */
+                dst_agent_id?: string | null;
+                /** @description tcp or udp; default both */
+                proto?: ("tcp" | "udp") | null;
+                status?: ("scheduled" | "running" | "done" | "missed") | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExperimentPublic"][];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_throughput_experiment_api_v1_throughput_experiments_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ExperimentCreate"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExperimentPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_throughput_experiment_api_v1_throughput_experiments__experiment_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                experiment_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExperimentDetail"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_throughput_experiment_samples_api_v1_throughput_experiments__experiment_id__samples_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                experiment_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExperimentSamples"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_throughput_pairs_api_v1_throughput_pairs_get: {
+        parameters: {
+            query?: {
+                /** @description UTC; default to - 7 d */
+                from?: string | null;
+                /** @description UTC; default now */
+                to?: string | null;
+                /** @description tcp or udp; default both */
+                proto?: ("tcp" | "udp") | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PairsPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_throughput_az_pairs_api_v1_throughput_az_pairs_get: {
+        parameters: {
+            query?: {
+                /** @description UTC; default to - 7 d */
+                from?: string | null;
+                /** @description UTC; default now */
+                to?: string | null;
+                src_region?: string | null;
+                dst_region?: string | null;
+                /** @description tcp or udp; default both */
+                proto?: ("tcp" | "udp") | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AzPairsPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_throughput_degradations_api_v1_throughput_degradations_get: {
+        parameters: {
+            query?: {
+                /** @description UTC; default to - 7 d */
+                from?: string | null;
+                /** @description UTC; default now */
+                to?: string | null;
+                /** @description below this fraction of the flow's norm (median experiment mean) */
+                fraction?: number;
+                min_hours?: number;
+                /** @description tcp or udp; default both */
+                proto?: ("tcp" | "udp") | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DegradationsPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
