@@ -93,11 +93,14 @@ def transitions(times: Sequence[datetime], bytes_per_s: NDArray[np.float64],
         span = high - low
         f1 = float(np.clip((v[k - 1] - low) / span, 0.0, 1.0))
         f2 = float(np.clip((v[k] - low) / span, 0.0, 1.0)) if k < n else 0.0
-        # Only one boundary second is mixed: the switch is inside k-1 (f1 < 1) or inside k.
-        if f1 < 1.0:
-            f2 = 0.0
-        at = times[k - 1] - timedelta(seconds=1) + timedelta(seconds=f1 + f2)
-        before = float(v[: k - 1].sum()) + (float(v[k - 1]) if f2 > 0 else f1 * high) + f2 * high
+        # One boundary second is mixed: the one further from its side's level (noise keeps
+        # the other near 1 or 0). Seconds before it moved `high`'s worth each.
+        if f2 > 1.0 - f1:
+            mixed, frac = k, f2
+        else:
+            mixed, frac = k - 1, f1
+        at = times[mixed] - timedelta(seconds=1) + timedelta(seconds=frac)
+        before = float(v[:mixed].sum()) + frac * high
         out.append({"at": at, "offset_s": (at - first_start).total_seconds(),
                     "level_before_bytes_per_s": high, "level_after_bytes_per_s": low,
                     "bytes_before": before})
