@@ -47,7 +47,7 @@ def test_no_agent_ever_has_two_experiments_within_the_gap(n_agents, per_day, dur
         for a, b in zip(ivs, ivs[1:], strict=False):
             assert b.start >= a.end + gap, (a, b)
     for x in plan.accepted:  # every experiment lies inside the day
-        assert DAY0 <= x.start_at and x.start_at + timedelta(seconds=2 * duration_s) <= \
+        assert x.start_at >= DAY0 and x.start_at + timedelta(seconds=2 * duration_s) <= \
             DAY0 + timedelta(days=1)
 
 

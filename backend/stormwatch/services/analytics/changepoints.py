@@ -179,13 +179,15 @@ def remove_cycles(x: NDArray[np.float64], sigma: float, trend_windows: int = TRE
 
 def level_shifts(series: NDArray[np.float64], min_size: int = 3,
                  min_step: float | None = None, half_width: int = HALF_WIDTH,
-                 z_min: float = Z_MIN) -> dict[str, Any]:
+                 z_min: float = Z_MIN, noise_floor: float = 0.0) -> dict[str, Any]:
     """Level shifts of `series` (one value per window, NaN for empty windows).
 
     Returns `shifts` (window index where the new level starts, step, levels just before and
     after, z, confidence), `breakpoints` (their indices), `segments` between them with their
     median levels, the noise sigma and the periods removed as cycles. `min_step` (default
-    3 noise sigmas) is the smallest step reported."""
+    3 noise sigmas) is the smallest step reported; `noise_floor` is the least noise sigma
+    assumed (a series flat between steps has none, and steps would be judged against its
+    overall spread instead)."""
     x = np.asarray(series, dtype=np.float64)
     ok = np.isfinite(x)
     idx_map = np.flatnonzero(ok)
@@ -195,7 +197,8 @@ def level_shifts(series: NDArray[np.float64], min_size: int = 3,
     if n < 2 * min_size:
         return {**empty, "segments": _segments(x, [], idx_map)}
     sigma = robust_noise(x)
-    scale = sigma if sigma > 0 else max(float(np.std(x)), 1e-12)
+    scale = max(sigma, noise_floor) if max(sigma, noise_floor) > 0 else max(
+        float(np.std(x)), 1e-12)
     clean = despike(x, scale)
     clean, removed = remove_cycles(clean, scale)
     pen = 3.0 * math.log(n) * scale * scale

@@ -25,6 +25,9 @@ MIN_RELATIVE_DROP = 0.2
 MIN_SIDE_S = 3
 # Seconds each side used to fit the local trends that tell a step from a ramp.
 HALF_WIDTH_S = 30
+# Least per-second noise assumed, relative to the median: a rate held exactly (a policer's
+# token bucket, a quantised counter) would otherwise leave no noise to judge steps by.
+NOISE_FLOOR = 0.001
 
 
 def direction_stats(bytes_per_s: NDArray[np.float64],
@@ -81,7 +84,8 @@ def transitions(times: Sequence[datetime], bytes_per_s: NDArray[np.float64],
     if med <= 0:
         return []
     res = level_shifts(v, min_size=MIN_SIDE_S, min_step=min_relative_drop * med * 0.5,
-                       half_width=min(HALF_WIDTH_S, max(MIN_SIDE_S, n // 4)))
+                       half_width=min(HALF_WIDTH_S, max(MIN_SIDE_S, n // 4)),
+                       noise_floor=NOISE_FLOOR * med)
     segments = res["segments"]
     out: list[dict[str, Any]] = []
     first_start = times[0] - timedelta(seconds=1)

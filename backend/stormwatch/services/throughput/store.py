@@ -495,15 +495,17 @@ async def schedule_org(session: AsyncSession, org_id: uuid.UUID, now: datetime
     p = await prices(session, org_id, s["price_per_gb_usd"])
     rates = await tcp_rates(session, org_id, now)
     planned, refused_total = 0, 0
-    refusals: dict[date, list[dict[str, Any]]] = defaultdict(list)
+    # Per month, per day planned in this run: what it refused (days it had nothing left to
+    # plan for keep what the run that planned them refused).
+    refusals: dict[date, dict[str, list[dict[str, Any]]]] = defaultdict(dict)
     today = datetime(now.year, now.month, now.day, tzinfo=UTC)
     for day in (today, today + timedelta(days=1)):
         day_end = day + timedelta(days=1)
-        existing = set((await session.execute(text("""
+        existing = {tuple(r) for r in (await session.execute(text("""
             SELECT DISTINCT initiator_agent_id, responder_agent_id, proto
             FROM throughput_experiments
             WHERE org_id = :org AND origin = 'scheduler' AND start_at >= :s AND start_at < :e
-            """), {"org": org_id, "s": day, "e": day_end})).tuples())
+            """), {"org": org_id, "s": day, "e": day_end})).all()}
         items = []
         for a, b in pairs:
             for proto in protos:
@@ -536,9 +538,13 @@ async def schedule_org(session: AsyncSession, org_id: uuid.UUID, now: datetime
                                   .on_conflict_do_nothing())
         planned += len(rows)
         refused_total += sum(int(str(r["experiments"])) for r in plan.refused)
-        refusals[month.date()].extend({**r, "day": day.date().isoformat()}
-                                      for r in plan.refused)
-    for m, refused in refusals.items():
+        if items:
+            refusals[month.date()][day.date().isoformat()] = [
+                {**r, "day": day.date().isoformat()} for r in plan.refused]
+    for m, by_day in refusals.items():
+        old = await session.get(ThroughputBudgetLedger, (org_id, m))
+        kept = [r for r in (old.refused if old else []) if r.get("day") not in by_day]
+        refused = kept + [r for day_refused in by_day.values() for r in day_refused]
         stmt = insert(ThroughputBudgetLedger).values(org_id=org_id, month=m, refused=refused,
                                                      updated_at=now)
         await session.execute(stmt.on_conflict_do_update(
