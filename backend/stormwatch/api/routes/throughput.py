@@ -36,6 +36,9 @@ From = Annotated[IsoDatetime | None, Query(alias="from", description="UTC; defau
 To = Annotated[IsoDatetime | None, Query(alias="to", description="UTC; default now")]
 ProtoQ = Annotated[Proto | None, Query(description="tcp or udp; default both")]
 MAX_RANGE = timedelta(days=400)
+# Far enough either way for any experiment; keeps date arithmetic away from year 1 and 9999.
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
 
 
 def _invalid(loc: list[str | int], msg: str) -> NoReturn:
@@ -45,11 +48,13 @@ def _invalid(loc: list[str | int], msg: str) -> NoReturn:
 
 def _range(start: datetime | None, end: datetime | None, default_end: datetime | None = None,
            default_span: timedelta = timedelta(days=7)) -> tuple[datetime, datetime]:
+    for name, t in (("from", start), ("to", end)):
+        if t is not None and t.tzinfo is None:
+            _invalid(["query", name], "must carry a UTC offset (e.g. Z)")
+        if t is not None and not EARLIEST <= t <= LATEST:
+            _invalid(["query", name], f"must lie between {EARLIEST:%Y} and {LATEST:%Y}")
     end = end or default_end or datetime.now(UTC)
     start = start or end - default_span
-    for name, t in (("from", start), ("to", end)):
-        if t.tzinfo is None:
-            _invalid(["query", name], "must carry a UTC offset (e.g. Z)")
     if start >= end:
         _invalid(["query", "from"], "must be before to")
     if end - start > MAX_RANGE:

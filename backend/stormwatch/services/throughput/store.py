@@ -40,6 +40,8 @@ LIST_BEFORE = timedelta(minutes=10)
 LIST_AFTER = timedelta(minutes=2)
 # A manual experiment "now" starts after both agents' next config poll (every 30 s).
 MANUAL_LEAD = timedelta(seconds=60)
+# How far ahead an admin may schedule (the budget is counted per month).
+MANUAL_HORIZON = timedelta(days=90)
 # The scheduler plans no nominal time closer than this, so both agents see it in time.
 SCHEDULE_LEAD = timedelta(minutes=5)
 # TCP has no offered rate: until a pair has history, plan with 1 Gbit/s per direction,
@@ -274,6 +276,9 @@ async def create_experiment(session: AsyncSession, org_id: uuid.UUID, body: dict
     start_at = start_at.astimezone(UTC)
     if start_at < now:
         raise ThroughputInputError(["body", "start_at"], "is in the past")
+    if start_at > now + MANUAL_HORIZON:
+        raise ThroughputInputError(["body", "start_at"], (
+            f"is more than {MANUAL_HORIZON.days} days ahead"))
     iv = scheduler.Interval(start_at, start_at + timedelta(seconds=2 * duration_s))
     busy = await busy_intervals(session, org_id, iv.start, iv.end + timedelta(days=1))
     hit = scheduler.conflicts(busy, (ini.id, resp.id), iv)
