@@ -323,9 +323,14 @@ def test_degradations_report_hours_below_the_fraction_of_the_norm(api, db, pair)
     assert d["norm_bytes_per_s"] == pytest.approx(100e6) and d["experiments"] == 3
 
 
-def test_the_worker_plans_the_day_once_without_overlaps_and_within_budget(api, db, make_org):
+def test_the_worker_plans_the_day_once_without_overlaps_and_within_budget(api, db, make_org,
+                                                                          services):
+    from stormwatch.core.config import get_settings
     from stormwatch.worker.tasks.throughput import schedule_throughput_experiments
 
+    # Settings read while collecting (before the test database existed) name another URL;
+    # the task must read the test database's, which the services fixture put in the env.
+    get_settings.cache_clear()
     org = make_org()
     agents = []
     for i, region in enumerate(("eu-west-1", "us-east-1", "ap-southeast-1")):
