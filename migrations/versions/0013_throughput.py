@@ -6,8 +6,8 @@ slots are deterministic, so a second run of it inserts nothing. `results` holds 
 experiment's per-direction statistics and transitions once the worker analysed it, so
 analyses over long ranges read one row per experiment and outlive raw retention.
 
-Revision ID: 0012_throughput
-Revises: 0011_notifications
+Revision ID: 0013_throughput
+Revises: 0012_compressed_raw
 Create Date: 2026-11-23
 """
 
@@ -15,8 +15,8 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql as pg
 
-revision = "0012_throughput"
-down_revision = "0011_notifications"
+revision = "0013_throughput"
+down_revision = "0012_compressed_raw"
 branch_labels = None
 depends_on = None
 
@@ -80,9 +80,6 @@ def upgrade() -> None:
                     ["initiator_agent_id"])
     op.create_index("ix_throughput_experiments_responder_agent_id", "throughput_experiments",
                     ["responder_agent_id"])
-    # Analyses read one experiment's samples; raw rows are found by experiment within time.
-    op.create_index("ix_throughput_samples_experiment", "throughput_samples",
-                    ["org_id", "experiment_id", "time"])
     op.create_table(
         "throughput_budget_ledger",
         _org(primary_key=True),
@@ -94,7 +91,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("throughput_budget_ledger")
-    op.drop_index("ix_throughput_samples_experiment", table_name="throughput_samples")
     op.drop_table("throughput_experiments")
     op.drop_table("throughput_settings")
     op.drop_column("agents", "throughput_address")
