@@ -16,6 +16,7 @@ const Overview = lazy(loadOverview);
 const Pair = lazy(() => import("./pages/Pair"));
 const Distributions = lazy(() => import("./pages/Distributions"));
 const Storage = lazy(() => import("./pages/Storage"));
+const Throughput = lazy(() => import("./pages/Throughput"));
 const Fleet = lazy(() => import("./pages/Fleet"));
 const Settings = lazy(() => import("./pages/Settings"));
 const DecideCompression = lazy(() => import("./pages/DecideCompression"));
@@ -37,6 +38,8 @@ function Page({ path }: { path: string }) {
       return <Distributions />;
     case "/storage":
       return <Storage />;
+    case "/throughput":
+      return <Throughput />;
     case "/fleet":
       return <Fleet />;
     case "/settings":

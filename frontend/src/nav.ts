@@ -1,4 +1,4 @@
-// The navigation. Pages for alerts and throughput slot in here as they are built.
+// The navigation.
 export interface NavItem {
   path: string;
   label: string;
@@ -9,6 +9,7 @@ export const NAV: NavItem[] = [
   { path: "/alerts", label: "Alerts" },
   { path: "/distributions", label: "Distributions" },
   { path: "/storage", label: "Storage" },
+  { path: "/throughput", label: "Throughput" },
   { path: "/decide", label: "Decide" },
   { path: "/fleet", label: "Fleet" },
   { path: "/settings", label: "Settings" },
