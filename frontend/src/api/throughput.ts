@@ -2,16 +2,20 @@
 // per-second samples and transitions, and the analyses over them. Maps the API's answers onto
 // the view models the throughput components draw, so a change in the API touches this file only.
 // Rates stay in bytes per second here; the components show Mbit/s.
-import { ApiError, errorMessage, readCookie } from "./http";
+import { fleet } from "./endpoints";
+import { api, unwrap } from "./http";
 
 export type Proto = "tcp" | "udp";
 export const PROTOS: Proto[] = ["tcp", "udp"];
 export type ProtoSetting = Proto | "both";
 export type Direction = "forward" | "reverse";
+export type Status = "scheduled" | "running" | "done" | "missed";
 
 export interface SettingsVM {
   enabled: boolean;
   monthly_budget_bytes: number;
+  /** optional cap on the estimated egress cost per month; null: bytes only */
+  monthly_budget_usd: number | null;
   /** null: from the pricing catalog per provider/region pair */
   price_per_gb_usd: number | null;
   default_duration_s: number;
@@ -26,7 +30,9 @@ export interface SettingsVM {
 
 export interface RefusedVM {
   pair: string;
+  proto: Proto | null;
   reason: string;
+  experiments: number | null;
 }
 
 export interface BudgetVM {
@@ -35,6 +41,8 @@ export interface BudgetVM {
   usedBytes: number;
   scheduledBytes: number;
   remainingBytes: number;
+  usedCostUsd: number | null;
+  scheduledCostUsd: number | null;
   estimatedCostUsd: number | null;
   budgetCostUsd: number | null;
   refused: RefusedVM[];
@@ -71,6 +79,12 @@ export interface ExperimentVM {
   startMs: number;
   durationS: number;
   status: string;
+  estBytes: number | null;
+  estCostUsd: number | null;
+  /** "scheduler" or "manual" */
+  origin: string;
+  /** forward mean / reverse mean (detail only) */
+  asymmetry: number | null;
   stats: DirStatsVM[];
   transitions: TransitionVM[];
 }
@@ -120,22 +134,33 @@ export interface AzMeanVM {
   experiments: number;
 }
 
+export interface AzComparisonVM {
+  a: string;
+  b: string;
+  /** hours both AZ pairs measured */
+  slots: number;
+  cvRmse: number | null;
+}
+
 export interface AzPairsVM {
   srcRegion: string;
   dstRegion: string;
   proto: Proto;
-  cvRmse: number | null;
   azPairs: AzMeanVM[];
+  comparisons: AzComparisonVM[];
 }
 
 export interface DegradationVM {
   srcName: string;
   dstName: string;
-  proto: Proto | null;
+  srcRegion: string;
+  dstRegion: string;
+  proto: Proto;
   startMs: number;
   endMs: number | null;
   levelBps: number | null;
   normBps: number | null;
+  experiments: number;
 }
 
 // ---- defensive readers (the analyses carry optional parts) ----
@@ -164,6 +189,7 @@ export function toSettings(v: unknown): SettingsVM {
   return {
     enabled: o.enabled === true,
     monthly_budget_bytes: num(o.monthly_budget_bytes) ?? 0,
+    monthly_budget_usd: num(o.monthly_budget_usd),
     price_per_gb_usd: num(o.price_per_gb_usd),
     default_duration_s: num(o.default_duration_s) ?? 300,
     default_proto: dp === "udp" || dp === "both" ? dp : "tcp",
@@ -175,15 +201,20 @@ export function toSettings(v: unknown): SettingsVM {
   };
 }
 
-function pairName(p: unknown): string {
+/** The fleet by agent id, so rows that carry ids read as the fleet names them. */
+export type Names = ReadonlyMap<string, { name: string; region: string | null }>;
+const NO_NAMES: Names = new Map();
+const nameOf = (names: Names, id: string) => names.get(id)?.name ?? id;
+
+function pairName(p: unknown, names: Names): string {
   if (typeof p === "string") return p;
   const o = obj(p);
-  const s = str(first(o, "src_agent_name", "src_name", "src_region", "src_agent_id", "src"));
-  const d = str(first(o, "dst_agent_name", "dst_name", "dst_region", "dst_agent_id", "dst"));
-  return s || d ? `${s} → ${d}` : JSON.stringify(p);
+  const s = str(o.src_agent_id);
+  const d = str(o.dst_agent_id);
+  return s || d ? `${nameOf(names, s)} → ${nameOf(names, d)}` : JSON.stringify(p);
 }
 
-export function toBudget(v: unknown): BudgetVM {
+export function toBudget(v: unknown, names: Names = NO_NAMES): BudgetVM {
   const o = obj(v);
   return {
     month: str(o.month),
@@ -191,9 +222,14 @@ export function toBudget(v: unknown): BudgetVM {
     usedBytes: num(o.used_bytes) ?? 0,
     scheduledBytes: num(o.scheduled_bytes) ?? 0,
     remainingBytes: num(o.remaining_bytes) ?? 0,
+    usedCostUsd: num(o.used_cost_usd),
+    scheduledCostUsd: num(o.scheduled_cost_usd),
     estimatedCostUsd: num(o.estimated_cost_usd),
     budgetCostUsd: num(o.budget_cost_usd),
-    refused: arr(o.refused).map((r) => ({ pair: pairName(obj(r).pair ?? r), reason: str(obj(r).reason) })),
+    refused: arr(o.refused).map((r) => {
+      const q = obj(r);
+      return { pair: pairName(q.pair, names), proto: q.proto === undefined || q.proto === null ? null : asProto(q.proto), reason: str(q.reason), experiments: num(q.experiments) };
+    }),
   };
 }
 
@@ -205,10 +241,10 @@ function toDirStats(direction: Direction, v: unknown): DirStatsVM {
     maxBps: num(first(o, "max_bytes_per_s", "max")),
     minBps: num(first(o, "min_bytes_per_s", "min")),
     cov: num(o.cov),
-    bytes: num(first(o, "bytes", "bytes_transferred", "total_bytes")),
-    samples: num(first(o, "samples", "count", "seconds")),
-    lossRatio: num(first(o, "loss_ratio", "mean_loss_ratio")),
-    jitterUs: num(first(o, "jitter_us", "mean_jitter_us")),
+    bytes: num(o.bytes),
+    samples: num(o.seconds),
+    lossRatio: num(o.loss_ratio_mean),
+    jitterUs: num(o.jitter_us_mean),
   };
 }
 
@@ -228,18 +264,18 @@ function byDirection(v: unknown): [Direction, unknown][] {
   return (["forward", "reverse"] as const).filter((d) => o[d] !== undefined && o[d] !== null).map((d) => [d, o[d]]);
 }
 
-export function toExperiment(v: unknown): ExperimentVM {
+export function toExperiment(v: unknown, names: Names = NO_NAMES): ExperimentVM {
   const o = obj(v);
-  const srcId = str(first(o, "src_agent_id", "initiator_agent_id", "initiator_id"));
-  const dstId = str(first(o, "dst_agent_id", "responder_agent_id", "responder_id"));
-  const stats = byDirection(first(o, "directions", "stats")).map(([d, x]) => toDirStats(d, x));
+  const srcId = str(o.initiator_agent_id);
+  const dstId = str(o.responder_agent_id);
+  const stats = byDirection(o.directions).map(([d, x]) => toDirStats(d, x));
   const transitions: TransitionVM[] = [];
   for (const t of arr(o.transitions)) {
     const tv = toTransition(t, "forward");
     if (tv) transitions.push(tv);
   }
   // Transitions may also sit inside each direction's stats.
-  for (const [d, x] of byDirection(first(o, "directions", "stats"))) {
+  for (const [d, x] of byDirection(o.directions)) {
     for (const t of arr(obj(x).transitions)) {
       const tv = toTransition(t, d);
       if (tv) transitions.push(tv);
@@ -249,12 +285,16 @@ export function toExperiment(v: unknown): ExperimentVM {
     id: str(o.id),
     srcId,
     dstId,
-    srcName: str(first(o, "src_agent_name", "initiator_name", "src_name"), srcId),
-    dstName: str(first(o, "dst_agent_name", "responder_name", "dst_name"), dstId),
+    srcName: nameOf(names, srcId),
+    dstName: nameOf(names, dstId),
     proto: asProto(o.proto),
     startMs: ms(o.start_at) ?? 0,
     durationS: num(o.duration_s) ?? 0,
     status: str(o.status),
+    estBytes: num(o.est_bytes),
+    estCostUsd: num(o.est_cost_usd),
+    origin: str(o.origin),
+    asymmetry: num(o.asymmetry),
     stats,
     transitions,
   };
@@ -276,87 +316,84 @@ export function toSamples(v: unknown): SamplesVM {
   return out;
 }
 
-function toRegionPair(o: Obj): RegionPairVM {
+function flow(o: Obj): Omit<RegionPairVM, "srcRegion" | "dstRegion"> {
+  const mean = num(o.mean_bytes_per_s);
   return {
-    srcRegion: str(o.src_region),
-    dstRegion: str(o.dst_region),
     proto: asProto(o.proto),
-    meanBps: num(first(o, "mean_bytes_per_s", "mean")),
-    stdBps: num(first(o, "std_bytes_per_s", "sigma_bytes_per_s", "std")),
+    meanBps: mean,
+    stdBps: num(o.std_bytes_per_s),
     cov: num(o.cov),
-    experiments: num(first(o, "experiments", "experiment_count", "count")) ?? 0,
-    asymmetry: num(first(o, "asymmetry", "asymmetry_ratio")),
-    forwardBps: num(first(o, "forward_mean_bytes_per_s", "forward_bytes_per_s")),
-    reverseBps: num(first(o, "reverse_mean_bytes_per_s", "reverse_bytes_per_s")),
+    experiments: num(o.experiments) ?? 0,
+    asymmetry: num(o.asymmetry),
+    forwardBps: mean,
+    reverseBps: num(o.reverse_mean_bytes_per_s),
   };
 }
 
-export function toPairs(v: unknown): PairsVM {
+export function toPairs(v: unknown, names: Names = NO_NAMES): PairsVM {
   const o = obj(v);
   return {
-    regions: arr(first(o, "region_pairs", "regions")).map((x) => toRegionPair(obj(x))),
-    agents: arr(first(o, "agent_pairs", "agents")).map((x) => {
+    regions: arr(o.region_pairs).map((x) => {
+      const r = obj(x);
+      return { ...flow(r), srcRegion: str(r.src_region), dstRegion: str(r.dst_region) };
+    }),
+    agents: arr(o.agent_pairs).map((x) => {
       const a = obj(x);
       const srcId = str(a.src_agent_id);
       const dstId = str(a.dst_agent_id);
-      return { ...toRegionPair(a), srcId, dstId, srcName: str(first(a, "src_agent_name", "src_name"), srcId), dstName: str(first(a, "dst_agent_name", "dst_name"), dstId) };
+      return { ...flow(a), srcId, dstId, srcName: nameOf(names, srcId), dstName: nameOf(names, dstId), srcRegion: names.get(srcId)?.region ?? "", dstRegion: names.get(dstId)?.region ?? "" };
     }),
   };
 }
 
 export function toAzPairs(v: unknown): AzPairsVM[] {
-  const rows = Array.isArray(v) ? v : arr(first(obj(v), "region_pairs", "items", "pairs"));
-  return rows.map((x) => {
+  return arr(obj(v).region_pairs).map((x) => {
     const o = obj(x);
+    const zp = (z: unknown) => `${str(obj(z).src_zone)} → ${str(obj(z).dst_zone)}`;
     return {
       srcRegion: str(o.src_region),
       dstRegion: str(o.dst_region),
       proto: asProto(o.proto),
-      cvRmse: num(first(o, "cv_rmse", "max_cv_rmse")),
-      azPairs: arr(first(o, "az_pairs", "zone_pairs")).map((z) => {
+      azPairs: arr(o.az_pairs).map((z) => {
         const q = obj(z);
-        return { srcZone: str(first(q, "src_zone", "src_az")), dstZone: str(first(q, "dst_zone", "dst_az")), meanBps: num(first(q, "mean_bytes_per_s", "mean")), experiments: num(first(q, "experiments", "count")) ?? 0 };
+        return { srcZone: str(q.src_zone), dstZone: str(q.dst_zone), meanBps: num(q.mean_bytes_per_s), experiments: num(q.experiments) ?? 0 };
+      }),
+      comparisons: arr(o.comparisons).map((c) => {
+        const q = obj(c);
+        return { a: zp(q.a), b: zp(q.b), slots: num(q.slots) ?? 0, cvRmse: num(q.cv_rmse) };
       }),
     };
   });
 }
 
-export function toDegradations(v: unknown): DegradationVM[] {
-  const rows = Array.isArray(v) ? v : arr(first(obj(v), "degradations", "items"));
-  return rows.map((x) => {
+export function toDegradations(v: unknown, names: Names = NO_NAMES): DegradationVM[] {
+  return arr(obj(v).degradations).map((x) => {
     const o = obj(x);
-    const src = str(first(o, "src_agent_name", "src_name", "src_region", "src_agent_id"));
-    const dst = str(first(o, "dst_agent_name", "dst_name", "dst_region", "dst_agent_id"));
     return {
-      srcName: src,
-      dstName: dst,
-      proto: o.proto === undefined || o.proto === null ? null : asProto(o.proto),
-      startMs: ms(first(o, "start", "start_at", "from")) ?? 0,
-      endMs: ms(first(o, "end", "end_at", "to")),
-      levelBps: num(first(o, "level_bytes_per_s", "level")),
-      normBps: num(first(o, "norm_bytes_per_s", "norm")),
+      srcName: nameOf(names, str(o.src_agent_id)),
+      dstName: nameOf(names, str(o.dst_agent_id)),
+      srcRegion: str(o.src_region),
+      dstRegion: str(o.dst_region),
+      proto: asProto(o.proto),
+      startMs: ms(o.start) ?? 0,
+      endMs: ms(o.end),
+      levelBps: num(o.level_bytes_per_s),
+      normBps: num(o.norm_bytes_per_s),
+      experiments: num(o.experiments) ?? 0,
     };
   });
 }
 
 // ---- calls ----
-// Until the routes are in the generated schema these go through a plain fetch with the same
-// CSRF and error handling as the typed client.
 
-async function call(method: string, path: string, opts: { query?: Record<string, string | undefined>; body?: unknown; signal?: AbortSignal } = {}): Promise<unknown> {
-  const u = new URL(`/api/v1${path}`, window.location.origin);
-  for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== "") u.searchParams.set(k, v);
-  const headers: Record<string, string> = {};
-  if (opts.body !== undefined) headers["content-type"] = "application/json";
-  if (method !== "GET") {
-    const t = readCookie("sw_csrf");
-    if (t) headers["X-CSRF-Token"] = t;
+
+async function names(): Promise<Names> {
+  try {
+    return new Map((await fleet()).map((a) => [a.id, { name: a.name, region: a.region }]));
+  } catch {
+    // Ids still identify the agents when the fleet cannot be read.
+    return NO_NAMES;
   }
-  const r = await fetch(u, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body), credentials: "include", signal: opts.signal });
-  const text = await r.text();
-  const data: unknown = text ? JSON.parse(text) : undefined;
-  if (!r.ok) throw new ApiError(r.status, errorMessage(r.status, data), data);
-  return data;
 }
 
 export interface Range {
@@ -364,53 +401,57 @@ export interface Range {
   toMs: number;
 }
 const iso = (t: number) => new Date(t).toISOString();
-const rq = (r: Range) => ({ from: iso(r.fromMs), to: iso(r.toMs) });
 
 export async function getSettings(signal?: AbortSignal): Promise<SettingsVM> {
-  return toSettings(await call("GET", "/throughput/settings", { signal }));
+  return toSettings(unwrap(await api.GET("/api/v1/throughput/settings", { signal })));
 }
 
 export async function putSettings(s: SettingsVM): Promise<SettingsVM> {
-  return toSettings(await call("PUT", "/throughput/settings", { body: s }));
+  return toSettings(unwrap(await api.PUT("/api/v1/throughput/settings", { body: s })));
 }
 
 export async function getBudget(signal?: AbortSignal): Promise<BudgetVM> {
-  return toBudget(await call("GET", "/throughput/budget", { signal }));
+  const [b, n] = await Promise.all([api.GET("/api/v1/throughput/budget", { signal }), names()]);
+  return toBudget(unwrap(b), n);
 }
 
-export async function listExperiments(q: Range & { srcAgentId?: string; dstAgentId?: string; proto?: Proto; status?: string }, signal?: AbortSignal): Promise<ExperimentVM[]> {
-  const v = await call("GET", "/throughput/experiments", { signal, query: { ...rq(q), src_agent_id: q.srcAgentId, dst_agent_id: q.dstAgentId, proto: q.proto, status: q.status } });
-  return (Array.isArray(v) ? v : arr(first(obj(v), "items", "experiments"))).map(toExperiment);
+export async function listExperiments(q: Range & { status?: Status }, signal?: AbortSignal): Promise<ExperimentVM[]> {
+  const [r, n] = await Promise.all([api.GET("/api/v1/throughput/experiments", { signal, params: { query: { from: iso(q.fromMs), to: iso(q.toMs), status: q.status } } }), names()]);
+  return unwrap(r).map((e) => toExperiment(e, n));
 }
 
 export interface NewExperiment {
-  src_agent_id: string;
-  dst_agent_id: string;
+  initiator_agent_id: string;
+  responder_agent_id: string;
   proto: Proto;
-  /** null: now */
+  /** null: as soon as both agents can have polled their config */
   start_at: string | null;
 }
 
 export async function createExperiment(body: NewExperiment): Promise<ExperimentVM> {
-  return toExperiment(await call("POST", "/throughput/experiments", { body }));
+  const [r, n] = await Promise.all([api.POST("/api/v1/throughput/experiments", { body }), names()]);
+  return toExperiment(unwrap(r), n);
 }
 
 export async function getExperiment(id: string, signal?: AbortSignal): Promise<ExperimentVM> {
-  return toExperiment(await call("GET", `/throughput/experiments/${encodeURIComponent(id)}`, { signal }));
+  const [r, n] = await Promise.all([api.GET("/api/v1/throughput/experiments/{experiment_id}", { signal, params: { path: { experiment_id: id } } }), names()]);
+  return toExperiment(unwrap(r), n);
 }
 
 export async function getExperimentSamples(id: string, signal?: AbortSignal): Promise<SamplesVM> {
-  return toSamples(await call("GET", `/throughput/experiments/${encodeURIComponent(id)}/samples`, { signal }));
+  return toSamples(unwrap(await api.GET("/api/v1/throughput/experiments/{experiment_id}/samples", { signal, params: { path: { experiment_id: id } } })));
 }
 
-export async function getPairs(q: Range & { proto?: Proto }, signal?: AbortSignal): Promise<PairsVM> {
-  return toPairs(await call("GET", "/throughput/pairs", { signal, query: { ...rq(q), proto: q.proto } }));
+export async function getPairs(q: Range, signal?: AbortSignal): Promise<PairsVM> {
+  const [r, n] = await Promise.all([api.GET("/api/v1/throughput/pairs", { signal, params: { query: { from: iso(q.fromMs), to: iso(q.toMs) } } }), names()]);
+  return toPairs(unwrap(r), n);
 }
 
-export async function getAzPairs(q: Range & { proto?: Proto; srcRegion?: string; dstRegion?: string }, signal?: AbortSignal): Promise<AzPairsVM[]> {
-  return toAzPairs(await call("GET", "/throughput/az-pairs", { signal, query: { ...rq(q), proto: q.proto, src_region: q.srcRegion, dst_region: q.dstRegion } }));
+export async function getAzPairs(q: Range, signal?: AbortSignal): Promise<AzPairsVM[]> {
+  return toAzPairs(unwrap(await api.GET("/api/v1/throughput/az-pairs", { signal, params: { query: { from: iso(q.fromMs), to: iso(q.toMs) } } })));
 }
 
 export async function getDegradations(q: Range, signal?: AbortSignal): Promise<DegradationVM[]> {
-  return toDegradations(await call("GET", "/throughput/degradations", { signal, query: rq(q) }));
+  const [r, n] = await Promise.all([api.GET("/api/v1/throughput/degradations", { signal, params: { query: { from: iso(q.fromMs), to: iso(q.toMs) } } }), names()]);
+  return toDegradations(unwrap(r), n);
 }

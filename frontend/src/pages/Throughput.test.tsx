@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vites
 import { startApiServer } from "../test/apiServer";
 import { useOrigin } from "../test/dom";
 import { AGENTS } from "../test/fixtures";
-import { AZ_PAIRS, BUDGET, DEGRADATIONS, PAIRS, SETTINGS, experiment, samples } from "../test/throughputFixtures";
+import { AZ_PAIRS, BUDGET, DEGRADATIONS, PAIRS, SETTINGS, experiment, listed, samples } from "../test/throughputFixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
@@ -34,7 +34,7 @@ beforeEach(() => {
   api.route("GET /api/v1/auth/me", () => me("admin"));
   api.route("GET /api/v1/agents", () => AGENTS);
   api.route("GET /api/v1/throughput/pairs", () => PAIRS);
-  api.route("GET /api/v1/throughput/experiments", () => [experiment(), experiment({ id: "e2", src_agent_id: "a2", dst_agent_id: "a3", src_agent_name: "aws-euw1-a-1", dst_agent_name: "aws-euw1-b-1", start_at: "2026-11-22T10:00:00Z", transitions: [] })]);
+  api.route("GET /api/v1/throughput/experiments", () => [listed(), listed({ id: "e2", initiator_agent_id: "a2", responder_agent_id: "a3", start_at: "2026-11-22T10:00:00Z", origin: "manual" })]);
   // Wrapped: an experiment has a `status` field the stand-in server would take for the HTTP status.
   api.route("GET /api/v1/throughput/experiments/e1", () => ({ body: experiment() }));
   api.route("GET /api/v1/throughput/experiments/e1/samples", () => samples());
@@ -63,7 +63,7 @@ describe("Throughput page", () => {
     await screen.findByRole("heading", { name: /Experiments us-east-1 ⇄ eu-west-1/ });
     const rows = within(await screen.findByRole("table", { name: "Experiments" })).getAllByRole("row");
     expect(rows).toHaveLength(2);
-    expect(rows[1]!.textContent).toContain("aws-use1-a-1 → aws-euw1-a-1");
+    expect(rows[1]!.textContent).toBe("2026-11-23 20:00:00Zaws-use1-a-1 → aws-euw1-a-1TCP2 × 300 sdone52.0 GB, $1.04schedulerTimeline");
     expect(screen.getByText(/Agent pairs: aws-use1-a-1 → aws-euw1-a-1 TCP 4 experiments/)).toBeTruthy();
 
     await user.click(screen.getByRole("button", { name: "UDP" }));
@@ -92,26 +92,27 @@ describe("Throughput page", () => {
     mount();
     const asym = await screen.findByRole("table", { name: "Direction asymmetry" });
     const rows = within(asym).getAllByRole("row");
-    expect(rows[1]!.textContent).toBe("us-east-1 → eu-west-1TCP550 Mbit/s800 Mbit/s0.69");
-    expect(within(rows[1]!).getByText("0.69").className).toContain("warn");
+    expect(rows[1]!.textContent).toBe("us-east-1 → eu-west-1TCP550 Mbit/s800 Mbit/s0.688");
+    expect(within(rows[1]!).getByText("0.688").className).toContain("warn");
     const az = await screen.findByRole("table", { name: "AZ pairs" });
-    expect(az.textContent).toContain("0.21");
-    expect(az.textContent).toContain("us-east-1a → eu-west-1b: 700 Mbit/s (2)");
+    expect(within(az).getAllByRole("row")[1]!.textContent).toBe(
+      "us-east-1 → eu-west-1TCPus-east-1a → eu-west-1a: 550 Mbit/s (4); us-east-1a → eu-west-1b: 700 Mbit/s (2)us-east-1a → eu-west-1a vs us-east-1a → eu-west-1b: 0.21 over 2 h",
+    );
     const deg = await screen.findByRole("table", { name: "Long degradations" });
-    expect(within(deg).getAllByRole("row")[1]!.textContent).toBe("aws-use1-a-1 → aws-euw1-b-1TCP2026-11-22 02:00:00Z2026-11-22 07:00:00Z200 Mbit/s700 Mbit/s");
+    expect(within(deg).getAllByRole("row")[1]!.textContent).toBe("aws-use1-a-1 → aws-euw1-b-1 (us-east-1 → eu-west-1)TCP2026-11-22 02:00:00Z2026-11-22 07:00:00Z200 Mbit/s700 Mbit/s5");
   });
 
   it("shows the month's budget used, scheduled and left in bytes and cost, and what the scheduler refused", async () => {
     mount();
     const card = await screen.findByRole("region", { name: "Egress budget" });
-    await within(card).findByText("120 GB");
-    expect(card.textContent).toContain("used120 GB");
-    expect(card.textContent).toContain("scheduled30.0 GB");
+    await within(card).findByText(/^120 GB/);
+    expect(card.textContent).toContain("used120 GB, $2.40");
+    expect(card.textContent).toContain("scheduled30.0 GB, $0.60");
     expect(card.textContent).toContain("left350 GB");
     expect(card.textContent).toContain("estimated cost$3.00 of $10.00");
-    expect(card.textContent).toContain("left, estimated$7.00");
+    expect(card.textContent).toContain("cost left$7.00");
     expect((within(card).getByRole("meter", { name: "Budget used and scheduled" }) as HTMLMeterElement).value).toBeCloseTo(0.3);
-    expect(within(card).getByRole("list", { name: "Refused experiments" }).textContent).toBe("aws-use1-a-1 → aws-euw1-b-1: over the monthly budget");
+    expect(within(card).getByRole("list", { name: "Refused experiments" }).textContent).toBe("aws-use1-a-1 → aws-euw1-b-1 TCP (2 experiments): over the monthly budget");
   });
 
   it("shows a viewer no admin controls and never asks for the settings", async () => {
@@ -150,7 +151,8 @@ describe("Throughput page", () => {
     const err = await within(form).findByRole("alert");
     expect(err.textContent).toBe("below the 120 GB already used this month");
     expect(budget.getAttribute("aria-invalid")).toBe("true");
-    expect(api.seen.filter((s) => s.method === "PUT").at(-1)!.body).toEqual({ ...SETTINGS, enabled: false, monthly_budget_bytes: 250e9, default_proto: "both", udp_rate_bits_per_s: 800_000_000, streams: 8 });
+    const { updated_at: _stamp, ...body } = SETTINGS;
+    expect(api.seen.filter((s) => s.method === "PUT").at(-1)!.body).toEqual({ ...body, enabled: false, monthly_budget_bytes: 250e9, default_proto: "both", udp_rate_bits_per_s: 800_000_000, streams: 8 });
 
     reject = false;
     await user.clear(budget);
@@ -167,19 +169,20 @@ describe("Throughput page", () => {
     api.route("POST /api/v1/throughput/experiments", (r) =>
       refuse
         ? { status: 422, body: { detail: "aws-use1-a-1 is in another experiment until 2026-11-23T20:10:00Z" } }
-        : { status: 201, body: experiment({ id: "e9", ...(r.body as object), start_at: "2026-11-23T21:00:05Z", status: "scheduled", transitions: [], directions: [] }) },
+        : { status: 201, body: listed({ id: "e9", ...(r.body as object), start_at: "2026-11-23T21:00:05Z", status: "scheduled", origin: "manual" }) },
     );
-    api.route("GET /api/v1/throughput/experiments/e9", () => ({ body: experiment({ id: "e9", status: "scheduled", transitions: [], directions: [] }) }));
+    api.route("GET /api/v1/throughput/experiments/e9", () => ({ body: experiment({ id: "e9", proto: "udp", status: "scheduled", directions: [], asymmetry: null }) }));
     api.route("GET /api/v1/throughput/experiments/e9/samples", () => ({ directions: [] }));
     mount();
     const form = await screen.findByRole("form", { name: "Run an experiment now" });
-    await waitFor(() => expect(within(form).getAllByRole("option").length).toBeGreaterThan(3));
+    // The fleet's three agents and the placeholder.
+    await waitFor(() => expect(within(within(form).getByRole("combobox", { name: "Initiator" })).getAllByRole("option")).toHaveLength(4));
     await user.selectOptions(within(form).getByRole("combobox", { name: "Initiator" }), "a1");
     await user.selectOptions(within(form).getByRole("combobox", { name: "Responder" }), "a2");
     await user.selectOptions(within(form).getByRole("combobox", { name: "Protocol" }), "udp");
     await user.click(within(form).getByRole("button", { name: "Run an experiment now" }));
     expect((await within(form).findByRole("alert")).textContent).toBe("Not scheduled: aws-use1-a-1 is in another experiment until 2026-11-23T20:10:00Z");
-    expect(api.seen.find((s) => s.method === "POST")!.body).toEqual({ src_agent_id: "a1", dst_agent_id: "a2", proto: "udp", start_at: null });
+    expect(api.seen.find((s) => s.method === "POST")!.body).toEqual({ initiator_agent_id: "a1", responder_agent_id: "a2", proto: "udp", start_at: null });
 
     refuse = false;
     await user.click(within(form).getByRole("button", { name: "Run an experiment now" }));

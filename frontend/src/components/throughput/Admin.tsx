@@ -23,6 +23,7 @@ function Field({ id, label, error, children }: { id: string; label: string; erro
 interface Draft {
   enabled: boolean;
   budget_gb: string;
+  budget_usd: string;
   price: string;
   proto: ProtoSetting;
   duration_s: string;
@@ -34,6 +35,7 @@ interface Draft {
 const toDraft = (s: SettingsVM): Draft => ({
   enabled: s.enabled,
   budget_gb: String(s.monthly_budget_bytes / 1e9),
+  budget_usd: s.monthly_budget_usd === null ? "" : String(s.monthly_budget_usd),
   price: s.price_per_gb_usd === null ? "" : String(s.price_per_gb_usd),
   proto: s.default_proto,
   duration_s: String(s.default_duration_s),
@@ -49,6 +51,7 @@ export function fromDraft(d: Draft, base: SettingsVM): SettingsVM {
     ...base,
     enabled: d.enabled,
     monthly_budget_bytes: Math.round(n(d.budget_gb) * 1e9),
+    monthly_budget_usd: d.budget_usd.trim() === "" ? null : n(d.budget_usd),
     price_per_gb_usd: d.price.trim() === "" ? null : n(d.price),
     default_proto: d.proto,
     default_duration_s: Math.round(n(d.duration_s)),
@@ -75,7 +78,7 @@ export function SettingsForm({ settings }: { settings: SettingsVM }) {
     e.preventDefault();
     save.mutate();
   };
-  const leftover = Object.entries(errs).filter(([k]) => !["monthly_budget_bytes", "price_per_gb_usd", "default_proto", "default_duration_s", "streams", "udp_rate_bits_per_s", "experiments_per_pair_per_day"].includes(k));
+  const leftover = Object.entries(errs).filter(([k]) => !["monthly_budget_bytes", "monthly_budget_usd", "price_per_gb_usd", "default_proto", "default_duration_s", "streams", "udp_rate_bits_per_s", "experiments_per_pair_per_day"].includes(k));
   return (
     <form aria-label="Throughput settings" onSubmit={submit}>
       <label className="check">
@@ -84,6 +87,9 @@ export function SettingsForm({ settings }: { settings: SettingsVM }) {
       <div className="fields">
         <Field id="tput-budget" label="Monthly budget (GB)" error={errs.monthly_budget_bytes}>
           {(a) => <input {...a} type="number" min={0} step="any" value={d.budget_gb} onChange={(e) => set({ budget_gb: e.target.value })} />}
+        </Field>
+        <Field id="tput-budget-usd" label="Monthly cost cap (USD; empty: none)" error={errs.monthly_budget_usd}>
+          {(a) => <input {...a} type="number" min={0} step="any" value={d.budget_usd} onChange={(e) => set({ budget_usd: e.target.value })} />}
         </Field>
         <Field id="tput-price" label="Price per GB (USD; empty: pricing catalog)" error={errs.price_per_gb_usd}>
           {(a) => <input {...a} type="number" min={0} step="any" value={d.price} onChange={(e) => set({ price: e.target.value })} />}
@@ -133,7 +139,7 @@ export function RunNow({ agents, defaultProto, onScheduled }: { agents: AgentVM[
   const [dst, setDst] = useState("");
   const [proto, setProto] = useState<Proto>(defaultProto === "udp" ? "udp" : "tcp");
   const run = useMutation({
-    mutationFn: () => createExperiment({ src_agent_id: src, dst_agent_id: dst, proto, start_at: null }),
+    mutationFn: () => createExperiment({ initiator_agent_id: src, responder_agent_id: dst, proto, start_at: null }),
     onSuccess: (e) => {
       void qc.invalidateQueries({ queryKey: ["tput-experiments"] });
       void qc.invalidateQueries({ queryKey: ["tput-budget"] });

@@ -4,7 +4,6 @@ import { formatBytesSI, formatUsd } from "../../lib/throughput";
 /** This month's egress: used, scheduled and left against the budget, and what was refused. */
 export function Budget({ b }: { b: BudgetVM }) {
   const share = b.budgetBytes > 0 ? Math.min(1, (b.usedBytes + b.scheduledBytes) / b.budgetBytes) : 0;
-  const costShare = (bytes: number) => (b.budgetCostUsd !== null && b.budgetBytes > 0 ? (b.budgetCostUsd * bytes) / b.budgetBytes : null);
   return (
     <div>
       <dl className="kv" aria-label="Budget">
@@ -14,11 +13,15 @@ export function Budget({ b }: { b: BudgetVM }) {
         </div>
         <div>
           <dt>used</dt>
-          <dd>{formatBytesSI(b.usedBytes)}</dd>
+          <dd>
+            {formatBytesSI(b.usedBytes)}, {formatUsd(b.usedCostUsd)}
+          </dd>
         </div>
         <div>
           <dt>scheduled</dt>
-          <dd>{formatBytesSI(b.scheduledBytes)}</dd>
+          <dd>
+            {formatBytesSI(b.scheduledBytes)}, {formatUsd(b.scheduledCostUsd)}
+          </dd>
         </div>
         <div>
           <dt>left</dt>
@@ -35,10 +38,10 @@ export function Budget({ b }: { b: BudgetVM }) {
             {b.budgetCostUsd !== null && ` of ${formatUsd(b.budgetCostUsd)}`}
           </dd>
         </div>
-        {costShare(b.remainingBytes) !== null && (
+        {b.budgetCostUsd !== null && b.estimatedCostUsd !== null && (
           <div>
-            <dt>left, estimated</dt>
-            <dd>{formatUsd(costShare(b.remainingBytes))}</dd>
+            <dt>cost left</dt>
+            <dd>{formatUsd(Math.max(0, b.budgetCostUsd - b.estimatedCostUsd))}</dd>
           </div>
         )}
       </dl>
@@ -59,7 +62,9 @@ export function Budget({ b }: { b: BudgetVM }) {
           <ul aria-label="Refused experiments">
             {b.refused.map((r, i) => (
               <li key={`${r.pair}${i}`}>
-                {r.pair}: {r.reason}
+                {r.pair}
+                {r.proto ? ` ${r.proto.toUpperCase()}` : ""}
+                {r.experiments !== null ? ` (${r.experiments} experiment${r.experiments === 1 ? "" : "s"})` : ""}: {r.reason}
               </li>
             ))}
           </ul>

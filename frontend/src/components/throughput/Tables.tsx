@@ -1,6 +1,6 @@
 import type { AzPairsVM, DegradationVM, ExperimentVM, RegionPairVM } from "../../api/throughput";
 import { formatRatio } from "../../lib/format";
-import { formatInstant, formatMbps } from "../../lib/throughput";
+import { formatBytesSI, formatInstant, formatMbps, formatUsd } from "../../lib/throughput";
 
 /** Forward against reverse mean per pair; a ratio far from 1 means one way is slower. */
 export function AsymmetryTable({ rows }: { rows: RegionPairVM[] }) {
@@ -43,17 +43,18 @@ export function AsymmetryTable({ rows }: { rows: RegionPairVM[] }) {
   );
 }
 
-/** CV_RMSE between the AZ pairs of a region pair, with each AZ pair's mean. */
+/** CV_RMSE between the AZ pairs of a region pair (two at a time, over the hours both measured),
+ * with each AZ pair's mean and experiment count. */
 export function AzPairsTable({ rows }: { rows: AzPairsVM[] }) {
-  if (rows.length === 0) return <p className="muted">No region pair has experiments between more than one AZ pair in this range.</p>;
+  if (rows.length === 0) return <p className="muted">No region pair has experiments between its AZ pairs in this range.</p>;
   return (
     <table className="data" aria-label="AZ pairs">
       <thead>
         <tr>
           <th>region pair</th>
           <th>proto</th>
+          <th>AZ pairs: mean (experiments)</th>
           <th>CV_RMSE</th>
-          <th>AZ pairs (mean)</th>
         </tr>
       </thead>
       <tbody>
@@ -63,9 +64,11 @@ export function AzPairsTable({ rows }: { rows: AzPairsVM[] }) {
               {r.srcRegion} → {r.dstRegion}
             </td>
             <td>{r.proto.toUpperCase()}</td>
-            <td>{formatRatio(r.cvRmse)}</td>
+            <td style={{ whiteSpace: "normal", textAlign: "left" }}>{r.azPairs.map((z) => `${z.srcZone} → ${z.dstZone}: ${formatMbps(z.meanBps)} (${z.experiments})`).join("; ")}</td>
             <td style={{ whiteSpace: "normal", textAlign: "left" }}>
-              {r.azPairs.map((z) => `${z.srcZone} → ${z.dstZone}: ${formatMbps(z.meanBps)} (${z.experiments})`).join("; ")}
+              {r.comparisons.length === 0
+                ? "– (one AZ pair)"
+                : r.comparisons.map((c) => `${c.a} vs ${c.b}: ${formatRatio(c.cvRmse)} over ${c.slots} h`).join("; ")}
             </td>
           </tr>
         ))}
@@ -86,19 +89,21 @@ export function DegradationsTable({ rows }: { rows: DegradationVM[] }) {
           <th>to</th>
           <th>level</th>
           <th>norm</th>
+          <th>experiments</th>
         </tr>
       </thead>
       <tbody>
         {rows.map((d) => (
           <tr key={`${d.srcName}${d.dstName}${d.proto}${d.startMs}`}>
             <td>
-              {d.srcName} → {d.dstName}
+              {d.srcName} → {d.dstName} ({d.srcRegion} → {d.dstRegion})
             </td>
-            <td>{d.proto ? d.proto.toUpperCase() : "–"}</td>
+            <td>{d.proto.toUpperCase()}</td>
             <td>{formatInstant(d.startMs)}</td>
             <td>{d.endMs === null ? "ongoing" : formatInstant(d.endMs)}</td>
             <td>{formatMbps(d.levelBps)}</td>
             <td>{formatMbps(d.normBps)}</td>
+            <td>{d.experiments}</td>
           </tr>
         ))}
       </tbody>
@@ -118,15 +123,13 @@ export function ExperimentList({ rows, openId, onOpen }: { rows: ExperimentVM[];
           <th>proto</th>
           <th>length</th>
           <th>status</th>
-          <th>forward mean</th>
-          <th>reverse mean</th>
+          <th>estimated egress</th>
+          <th>by</th>
           <th />
         </tr>
       </thead>
       <tbody>
         {sorted.map((e) => {
-          const f = e.stats.find((s) => s.direction === "forward");
-          const r = e.stats.find((s) => s.direction === "reverse");
           return (
             <tr key={e.id} aria-selected={e.id === openId}>
               <td>{formatInstant(e.startMs)}</td>
@@ -136,8 +139,10 @@ export function ExperimentList({ rows, openId, onOpen }: { rows: ExperimentVM[];
               <td>{e.proto.toUpperCase()}</td>
               <td>2 × {e.durationS} s</td>
               <td>{e.status}</td>
-              <td>{formatMbps(f?.meanBps)}</td>
-              <td>{formatMbps(r?.meanBps)}</td>
+              <td>
+                {formatBytesSI(e.estBytes)}, {formatUsd(e.estCostUsd)}
+              </td>
+              <td>{e.origin}</td>
               <td>
                 <button type="button" aria-pressed={e.id === openId} aria-label={`Open experiment ${e.srcName} → ${e.dstName} at ${formatInstant(e.startMs)}`} onClick={() => onOpen(e.id)}>
                   Timeline
