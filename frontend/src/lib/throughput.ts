@@ -40,9 +40,9 @@ export function formatInstant(t: number): string {
   return `${new Date(t).toISOString().slice(0, 19).replace("T", " ")}Z`;
 }
 
-/** A time of day with seconds, "22:01:40Z". */
+/** A time of day to the nearest second, "22:01:40Z" (a switch is located to a fraction of one). */
 export function formatClock(t: number): string {
-  return `${new Date(t).toISOString().slice(11, 19)}Z`;
+  return `${new Date(Math.round(t / 1000) * 1000).toISOString().slice(11, 19)}Z`;
 }
 
 export interface PairGrid {
