@@ -163,7 +163,7 @@ export interface DegradationVM {
   experiments: number;
 }
 
-// ---- defensive readers (the analyses carry optional parts) ----
+// ---- readers: nullable statistics stay null, never 0 ----
 
 type Obj = Record<string, unknown>;
 export const obj = (v: unknown): Obj => (v && typeof v === "object" && !Array.isArray(v) ? (v as Obj) : {});
@@ -174,10 +174,6 @@ const ms = (v: unknown): number | null => {
   if (typeof v !== "string") return null;
   const t = Date.parse(v);
   return Number.isFinite(t) ? t : null;
-};
-const first = (o: Obj, ...keys: string[]): unknown => {
-  for (const k of keys) if (o[k] !== undefined && o[k] !== null) return o[k];
-  return undefined;
 };
 const asProto = (v: unknown): Proto => (v === "udp" ? "udp" : "tcp");
 const asDirection = (v: unknown): Direction => (v === "reverse" ? "reverse" : "forward");
@@ -237,9 +233,9 @@ function toDirStats(direction: Direction, v: unknown): DirStatsVM {
   const o = obj(v);
   return {
     direction,
-    meanBps: num(first(o, "mean_bytes_per_s", "mean")),
-    maxBps: num(first(o, "max_bytes_per_s", "max")),
-    minBps: num(first(o, "min_bytes_per_s", "min")),
+    meanBps: num(o.mean_bytes_per_s),
+    maxBps: num(o.max_bytes_per_s),
+    minBps: num(o.min_bytes_per_s),
     cov: num(o.cov),
     bytes: num(o.bytes),
     samples: num(o.seconds),
@@ -248,20 +244,18 @@ function toDirStats(direction: Direction, v: unknown): DirStatsVM {
   };
 }
 
-function toTransition(v: unknown, fallbackDir: Direction): TransitionVM | null {
+function toTransition(v: unknown, direction: Direction): TransitionVM | null {
   const o = obj(v);
   const atMs = ms(o.at);
   const before = num(o.level_before_bytes_per_s);
   const after = num(o.level_after_bytes_per_s);
   if (atMs === null || before === null || after === null) return null;
-  return { direction: o.direction ? asDirection(o.direction) : fallbackDir, atMs, offsetS: num(o.offset_s) ?? 0, beforeBps: before, afterBps: after, bytesBefore: num(o.bytes_before) ?? 0 };
+  return { direction, atMs, offsetS: num(o.offset_s) ?? 0, beforeBps: before, afterBps: after, bytesBefore: num(o.bytes_before) ?? 0 };
 }
 
-/** Per-direction parts arrive either as a list with a `direction` or keyed by direction. */
+/** Per-direction parts: a list, each with its `direction` (the detail omits them before any sample). */
 function byDirection(v: unknown): [Direction, unknown][] {
-  if (Array.isArray(v)) return v.map((x) => [asDirection(obj(x).direction), x]);
-  const o = obj(v);
-  return (["forward", "reverse"] as const).filter((d) => o[d] !== undefined && o[d] !== null).map((d) => [d, o[d]]);
+  return arr(v).map((x) => [asDirection(obj(x).direction), x]);
 }
 
 export function toExperiment(v: unknown, names: Names = NO_NAMES): ExperimentVM {
@@ -270,11 +264,6 @@ export function toExperiment(v: unknown, names: Names = NO_NAMES): ExperimentVM 
   const dstId = str(o.responder_agent_id);
   const stats = byDirection(o.directions).map(([d, x]) => toDirStats(d, x));
   const transitions: TransitionVM[] = [];
-  for (const t of arr(o.transitions)) {
-    const tv = toTransition(t, "forward");
-    if (tv) transitions.push(tv);
-  }
-  // Transitions may also sit inside each direction's stats.
   for (const [d, x] of byDirection(o.directions)) {
     for (const t of arr(obj(x).transitions)) {
       const tv = toTransition(t, d);
@@ -302,13 +291,11 @@ export function toExperiment(v: unknown, names: Names = NO_NAMES): ExperimentVM 
 
 export function toSamples(v: unknown): SamplesVM {
   const out: SamplesVM = { forward: [], reverse: [] };
-  for (const [d, x] of byDirection(first(obj(v), "directions") ?? v)) {
-    const o = obj(x);
-    const pts = arr(first(o, "samples", "points") ?? x);
-    out[d] = pts
+  for (const [d, x] of byDirection(obj(v).directions)) {
+    out[d] = arr(obj(x).samples)
       .map((p) => {
         const q = obj(p);
-        return { t: ms(first(q, "time", "t", "at")) ?? NaN, bps: num(q.bytes_per_s), loss: num(q.loss_ratio), jitterUs: num(q.jitter_us) };
+        return { t: ms(q.time) ?? NaN, bps: num(q.bytes_per_s), loss: num(q.loss_ratio), jitterUs: num(q.jitter_us) };
       })
       .filter((p) => Number.isFinite(p.t))
       .sort((a, b) => a.t - b.t);

@@ -31,7 +31,10 @@ describe("throughput shaping", () => {
     expect(m!.transition.atMs).toBe(START + 100_000);
     expect(m!.fromMs).toBe(START);
     expect(m!.toMs).toBe(START + 300_000);
-    const rev = toExperiment(experiment({ transitions: [{ direction: "reverse", at: new Date(START + 420_000).toISOString(), offset_s: 120, level_before_bytes_per_s: 1e8, level_after_bytes_per_s: 5e7, bytes_before: 1.2e10 }] }));
+    const base = experiment();
+    const switchBack = { at: new Date(START + 420_000).toISOString(), offset_s: 120, level_before_bytes_per_s: 1e8, level_after_bytes_per_s: 5e7, bytes_before: 1.2e10 };
+    const rev = toExperiment(experiment({ directions: [{ ...base.directions[0]!, transitions: [] }, { ...base.directions[1]!, transitions: [switchBack] }] }));
+    expect(rev.transitions.map((t) => t.direction)).toEqual(["reverse"]);
     const [r] = levelMarks(rev, toSamples(samples()));
     expect(r!.fromMs).toBe(START + 300_000);
     expect(r!.toMs).toBe(START + 600_000);

@@ -73,7 +73,9 @@ export default function Throughput() {
   const admin = me.data?.role === "admin";
   const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
   const pairs = useQuery({ queryKey: ["tput-pairs", range.key], queryFn: ({ signal }) => getPairs(win(), signal), refetchInterval: poll });
-  const experiments = useQuery({ queryKey: ["tput-experiments", range.key], queryFn: ({ signal }) => listExperiments(win(), signal), refetchInterval: poll || 30_000 });
+  // A range ending now also lists what is planned for the next day, so a run just scheduled shows.
+  const ahead = range.range === "custom" ? 0 : 86_400_000;
+  const experiments = useQuery({ queryKey: ["tput-experiments", range.key], queryFn: ({ signal }) => listExperiments({ fromMs: range.fromMs, toMs: range.toMs + ahead }, signal), refetchInterval: poll || 30_000 });
   const az = useQuery({ queryKey: ["tput-az", range.key], queryFn: ({ signal }) => getAzPairs(win(), signal), refetchInterval: poll });
   const degradations = useQuery({ queryKey: ["tput-degradations", range.key], queryFn: ({ signal }) => getDegradations(win(), signal), refetchInterval: poll });
   const budget = useQuery({ queryKey: ["tput-budget"], queryFn: ({ signal }) => getBudget(signal), refetchInterval: 60_000 });
@@ -110,7 +112,7 @@ export default function Throughput() {
 
       <Card
         title={src && dst ? `Experiments ${src} ⇄ ${dst}` : "Experiments"}
-        note={range.label}
+        note={ahead ? `${range.label} and the next 24 h` : range.label}
         actions={
           src && dst ? (
             <button type="button" onClick={() => set({ src: null, dst: null })}>

@@ -1,10 +1,13 @@
-// Throughput answers shaped as THROUGHPUT_CONTRACT.md and the API's OpenAPI schema give them.
+// Throughput answers typed by the API's OpenAPI schema, so tsc fails when the API moves.
+import type { components } from "../api/schema";
+
+type S = components["schemas"];
 
 export const START = Date.parse("2026-11-23T20:00:00Z");
 const MB = 1e6 / 8; // bytes per second in one Mbit/s
 const iso = (t: number) => new Date(t).toISOString();
 
-export const SETTINGS = {
+export const SETTINGS: S["ThroughputSettingsPublic"] = {
   enabled: true,
   monthly_budget_bytes: 500e9,
   monthly_budget_usd: 10,
@@ -19,7 +22,7 @@ export const SETTINGS = {
   updated_at: "2026-11-01T00:00:00Z",
 };
 
-export const BUDGET = {
+export const BUDGET: S["BudgetPublic"] = {
   month: "2026-11",
   budget_bytes: 500e9,
   used_bytes: 120e9,
@@ -34,7 +37,7 @@ export const BUDGET = {
 };
 
 /** Forward (a1 → a2): 850 Mbit/s for 100 s, then 400; reverse (a2 → a1): 800 flat. */
-export function samples(durationS = 300, switchS = 100) {
+export function samples(durationS = 300, switchS = 100): S["ExperimentSamples"] {
   const fwd = Array.from({ length: durationS }, (_, i) => ({ time: iso(START + (i + 1) * 1000), offset_s: i + 1, bytes_per_s: (i < switchS ? 850 : 400) * MB, loss_ratio: null, jitter_us: null }));
   const rev = Array.from({ length: durationS }, (_, i) => ({ time: iso(START + (durationS + i + 1) * 1000), offset_s: i + 1, bytes_per_s: 800 * MB, loss_ratio: null, jitter_us: null }));
   return {
@@ -46,10 +49,10 @@ export function samples(durationS = 300, switchS = 100) {
   };
 }
 
-const TRANSITION = { at: iso(START + 100_000), offset_s: 100, level_before_bytes_per_s: 850 * MB, level_after_bytes_per_s: 400 * MB, bytes_before: 850 * 100 * MB };
+const TRANSITION: S["Transition"] = { at: iso(START + 100_000), offset_s: 100, level_before_bytes_per_s: 850 * MB, level_after_bytes_per_s: 400 * MB, bytes_before: 850 * 100 * MB };
 
 /** As the list answers: the experiment without its analysis. */
-export function listed(over: Record<string, unknown> = {}) {
+export function listed(over: Partial<S["ExperimentPublic"]> = {}): S["ExperimentPublic"] {
   return {
     id: "e1",
     initiator_agent_id: "a1",
@@ -71,7 +74,7 @@ export function listed(over: Record<string, unknown> = {}) {
 }
 
 /** As GET /throughput/experiments/{id} answers: per direction stats with their transitions. */
-export function experiment(over: Record<string, unknown> = {}) {
+export function experiment(over: Partial<S["ExperimentDetail"]> = {}): S["ExperimentDetail"] {
   return {
     ...listed(),
     asymmetry: 550 / 800,
@@ -86,7 +89,7 @@ export function experiment(over: Record<string, unknown> = {}) {
 const flow = (mean: number, std: number, n: number, reverse: number | null) => ({ mean_bytes_per_s: mean * MB, std_bytes_per_s: std * MB, cov: std / mean, experiments: n, reverse_mean_bytes_per_s: reverse === null ? null : reverse * MB, asymmetry: reverse === null ? null : mean / reverse });
 const aws = (src: string, dst: string) => ({ src_provider: "aws", src_region: src, dst_provider: "aws", dst_region: dst });
 
-export const PAIRS = {
+export const PAIRS: S["PairsPublic"] = {
   start: "2026-11-16T21:00:00Z",
   end: "2026-11-23T21:00:00Z",
   region_pairs: [
@@ -97,7 +100,7 @@ export const PAIRS = {
   agent_pairs: [{ src_agent_id: "a1", dst_agent_id: "a2", proto: "tcp", ...flow(550, 40, 4, 800) }],
 };
 
-export const AZ_PAIRS = {
+export const AZ_PAIRS: S["AzPairsPublic"] = {
   start: "2026-11-16T21:00:00Z",
   end: "2026-11-23T21:00:00Z",
   region_pairs: [
@@ -113,7 +116,7 @@ export const AZ_PAIRS = {
   ],
 };
 
-export const DEGRADATIONS = {
+export const DEGRADATIONS: S["DegradationsPublic"] = {
   start: "2026-11-16T21:00:00Z",
   end: "2026-11-23T21:00:00Z",
   fraction: 0.5,
