@@ -25,18 +25,18 @@ describe("throughput shaping", () => {
     expect(rows.map((r) => r.t)).toEqual([...rows.map((r) => r.t)].sort((a, b) => a - b));
   });
 
-  it("draws a transition's levels over its own direction only: from the start of its first second to its last sample", () => {
+  it("draws a transition's levels over its own direction only: from its first sample to its last", () => {
     const exp = toExperiment(experiment());
     const [m] = levelMarks(exp, toSamples(samples()));
     expect(m!.transition.atMs).toBe(START + 100_000);
-    expect(m!.fromMs).toBe(START);
+    expect(m!.fromMs).toBe(START + 1000);
     expect(m!.toMs).toBe(START + 300_000);
     const base = experiment();
     const switchBack = { at: new Date(START + 420_000).toISOString(), offset_s: 120, level_before_bytes_per_s: 1e8, level_after_bytes_per_s: 5e7, bytes_before: 1.2e10 };
     const rev = toExperiment(experiment({ directions: [{ ...base.directions[0]!, transitions: [] }, { ...base.directions[1]!, transitions: [switchBack] }] }));
     expect(rev.transitions.map((t) => t.direction)).toEqual(["reverse"]);
     const [r] = levelMarks(rev, toSamples(samples()));
-    expect(r!.fromMs).toBe(START + 300_000);
+    expect(r!.fromMs).toBe(START + 301_000);
     expect(r!.toMs).toBe(START + 600_000);
   });
 

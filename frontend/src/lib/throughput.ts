@@ -92,13 +92,13 @@ export interface LevelMarks {
   toMs: number;
 }
 
-/** The span each transition's two levels are drawn over: its direction's samples (each is
- * stamped at the end of its second, so the first second began one second earlier). */
+/** The span each transition's two levels are drawn over: its own direction's samples, first to
+ * last (the chart's x axis runs over the samples; a segment reaching past it would be dropped). */
 export function levelMarks(exp: ExperimentVM, s: SamplesVM): LevelMarks[] {
   return exp.transitions.map((tr) => {
     const pts = s[tr.direction];
     const dirStart = exp.startMs + (tr.direction === "reverse" ? exp.durationS * 1000 : 0);
-    const fromMs = pts.length ? pts[0]!.t - 1000 : dirStart;
+    const fromMs = pts.length ? pts[0]!.t : dirStart;
     const toMs = pts.length ? pts[pts.length - 1]!.t : dirStart + exp.durationS * 1000;
     return { transition: tr, fromMs, toMs };
   });
