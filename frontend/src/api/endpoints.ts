@@ -32,12 +32,12 @@ export async function getMe(): Promise<Me | null> {
   const r = await api.GET("/api/v1/auth/me");
   if (r.response.status === 401) return null;
   const me = unwrap(r);
-  return { email: me.email ?? "", org_name: me.org_name };
+  return { email: me.email ?? "", org_name: me.org_name, role: me.role };
 }
 
 export async function login(email: string, password: string): Promise<Me> {
   const me = unwrap(await api.POST("/api/v1/auth/login", { body: { email, password } }));
-  return { email: me.email ?? email, org_name: me.org_name };
+  return { email: me.email ?? email, org_name: me.org_name, role: me.role };
 }
 
 export async function logout(): Promise<void> {
