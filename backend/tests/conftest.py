@@ -59,7 +59,7 @@ def services() -> Iterator[Services]:
     engine = requested_engine()
     tmp = Path(tempfile.mkdtemp(prefix="stormwatch-test-"))
     os.chmod(tmp, 0o755)
-    pg = PostgresServer(tmp / "pg", free_port(), engine=engine)
+    pg = PostgresServer(tmp / "pg", free_port(), engine=engine, durable=False)
     pg.init()
     pg.start()
     redis = RedisServer(tmp / "redis", free_port())

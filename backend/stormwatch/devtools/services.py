@@ -113,6 +113,9 @@ class PostgresServer:
     # "postgres" or "timescaledb"; None: requested_engine() (STORMWATCH_ENGINE, default auto).
     # TimescaleDB is preloaded at start, so migrations can create the extension.
     engine: str | None = None
+    # False for clusters thrown away after a run (tests): no fsync, no full-page writes, so
+    # CREATE DATABASE and checkpoints skip the disk flushes a crash-safe server needs.
+    durable: bool = True
     log_file: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -136,6 +139,8 @@ class PostgresServer:
         pwfile = None
         args = [str(pg_bin() / "initdb"), "-D", str(self.data_dir), "-U", self.user,
                 "-E", "UTF8", "--locale=C.UTF-8"]
+        if not self.durable:
+            args += ["--no-sync"]
         if self.password is None:
             args += ["--auth=trust"]
         else:
@@ -160,6 +165,8 @@ class PostgresServer:
                 "max_wal_size = 2GB\n"
                 "log_min_messages = warning\n"
             )
+            if not self.durable:
+                f.write("fsync = off\nfull_page_writes = off\n")
 
     def start(self) -> None:
         self.log_file.touch(exist_ok=True)

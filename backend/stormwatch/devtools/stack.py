@@ -82,7 +82,8 @@ class Stack:
             self.pg = PostgresServer(self.data_dir / "pg", self.state["pg_port"],
                                      password=self.state["pg_password"],
                                      shared_buffers=server_shared_buffers(),
-                                     engine=self._engine())
+                                     engine=self._engine(),
+                                     durable=self.persistent)
             self.pg.init()
             log(f"starting PostgreSQL on 127.0.0.1:{self.pg.port} ({self.pg.data_dir}, "
                 f"{'TimescaleDB preloaded' if self.pg.engine == 'timescaledb' else 'plain'})")
