@@ -5,13 +5,21 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 # Emulator-backed storage tests fail here when an emulator is unavailable (a bare run skips them).
 export STORMWATCH_REQUIRE_EMULATORS=1
+t0=$SECONDS
 scripts/bootstrap.sh test || exit 1
+printf '=== bootstrap: ok in %d s ===\n' $((SECONDS - t0))
 
 failed=()
+# Each suite's wall time is printed with its outcome, so a run's output shows where time goes.
 suite() {
   local name=$1; shift
   printf '\n=== %s ===\n' "$name"
-  if "$@"; then printf '=== %s: ok ===\n' "$name"; else failed+=("$name"); printf '=== %s: FAILED ===\n' "$name"; fi
+  local t0=$SECONDS
+  if "$@"; then
+    printf '=== %s: ok in %d s ===\n' "$name" $((SECONDS - t0))
+  else
+    failed+=("$name"); printf '=== %s: FAILED in %d s ===\n' "$name" $((SECONDS - t0))
+  fi
 }
 
 suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=compose-check-secret-key docker-compose -f docker-compose.yml config -q
@@ -40,10 +48,12 @@ if [ -f agents/go.mod ]; then
   suite "agent deployment files" agents/deploy/check.sh
 fi
 if [ -f frontend/package.json ]; then
-  suite "frontend (unit + e2e)" bash -c 'cd frontend && npm test'
+  # `npm test` in two suites, so the browser tests' time shows apart from the unit tests'.
+  suite "frontend (client check + unit)" bash -c 'cd frontend && npm run -s check:client && npm run -s test:unit'
+  suite "frontend (browser e2e)" bash -c 'cd frontend && npm run -s test:e2e'
 fi
 
-echo
+printf '\n=== all suites: %d s ===\n' "$SECONDS"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED suites: ${failed[*]}"
   exit 1
