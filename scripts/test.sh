@@ -32,9 +32,13 @@ STORAGE_SUITES=(tests/test_migrations.py tests/api/test_ingest.py tests/api/test
   tests/services/test_retention.py tests/services/test_compressed_raw.py
   tests/worker/test_rollup_tasks.py tests/e2e/test_agent_mesh_e2e.py
   tests/e2e/test_agent_storage_e2e.py)
+# Two pytest workers (xdist), a file at a time each: much of the suite waits on real servers,
+# agents and schedules, so one worker's waits overlap the other's work. Each worker starts
+# its own PostgreSQL, Redis and API on free ports.
 pytest_on() {
   local engine=$1; shift
-  (cd backend && STORMWATCH_ENGINE=$engine ../.venv/bin/python -m pytest -q -p no:cacheprovider "$@")
+  (cd backend && STORMWATCH_ENGINE=$engine ../.venv/bin/python -m pytest -q -p no:cacheprovider \
+    -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@")
 }
 if PYTHONPATH=backend .venv/bin/python -c \
     'import sys; from stormwatch.devtools.services import timescaledb_installed as t; sys.exit(not t())'; then
