@@ -246,7 +246,9 @@ class DemoFleet:
                 str(AGENT_BIN), "run", "--api-url", url, "--name", a.name,
                 "--state-dir", str(state), "--mesh-listen", m["upstream"],
                 "--mesh-advertise", status["mesh"][a.name], "--metadata-detect", "false",
-                "--metrics-listen", "", "--provider", a.provider, "--region", a.region,
+                # Twelve agents share one host and the demo emulates no throughput paths.
+                "--metrics-listen", "", "--throughput-listen", "",
+                "--provider", a.provider, "--region", a.region,
                 "--zone", a.zone, "--subnet", a.subnet, "--log-level", "warn"],
                 {**env, "STORMWATCH_ENROLLMENT_TOKEN": enrollment_token})
         self._register_targets(url, api_key, status)
