@@ -36,7 +36,12 @@ beforeEach(() => {
   api.route("GET /api/v1/maintenance-windows", () => []);
   api.route("GET /api/v1/channels", () => []);
   api.route("GET /api/v1/deliveries", () => []);
+  api.route("GET /api/v1/auth/me", () => me("admin"));
 });
+
+function me(role: "admin" | "viewer") {
+  return { user_id: "u1", email: `${role}@example.test`, org_id: "o1", org_name: "Test org", kind: "user", role, csrf_token: null };
+}
 afterEach(cleanup);
 afterAll(() => api.close());
 
@@ -208,5 +213,25 @@ describe("Alerts page", () => {
     expect(rows[1]!.textContent).toContain("2 firing");
     expect(rows[2]!.textContent).toContain("disabled");
     expect(within(table).getByRole("link", { name: "quiet" }).getAttribute("href")).toBe("/alerts/rule?id=r2");
+  });
+
+  it("offers a viewer no changes: no new rule, no deletes, no silence or channel forms", async () => {
+    api.route("GET /api/v1/auth/me", () => me("viewer"));
+    api.route("GET /api/v1/channels", () => [{ id: "c1", name: "ops slack", type: "slack", enabled: true, config: { url_host: "hooks.slack.com" }, created_at: "2026-11-23T18:00:00Z" }]);
+    navigate("/alerts?tab=rules");
+    mount();
+    const table = await screen.findByRole("table", { name: "Alert rules" });
+    expect(within(table).queryByRole("button", { name: /^Delete rule/ })).toBeNull();
+    expect(screen.queryByRole("link", { name: "New rule" })).toBeNull();
+    cleanup();
+    navigate("/alerts?tab=silences");
+    mount();
+    expect(await screen.findByText("Creating a silence needs the admin role.")).toBeTruthy();
+    expect(screen.queryByRole("form", { name: "New silence" })).toBeNull();
+    cleanup();
+    navigate("/alerts?tab=channels");
+    mount();
+    expect(await screen.findByText("Adding a channel needs the admin role.")).toBeTruthy();
+    expect(screen.queryByRole("button", { name: /^Delete channel/ })).toBeNull();
   });
 });

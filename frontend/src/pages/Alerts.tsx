@@ -9,6 +9,7 @@ import { follow } from "../components/common/Link";
 import { Card } from "../components/common/State";
 import { linkTo, useParams } from "../lib/router";
 import { useListMutation } from "../lib/useListMutation";
+import { useIsAdmin } from "../lib/role";
 
 const TABS = [
   ["alerts", "Alerts"],
@@ -73,6 +74,7 @@ function Rules({ rules }: { rules: RuleVM[] }) {
 }
 
 export default function Alerts() {
+  const admin = useIsAdmin();
   const [params, set] = useParams();
   const tab: Tab = (TABS.map((t) => t[0]) as string[]).includes(params.get("tab") ?? "") ? (params.get("tab") as Tab) : "alerts";
   const openId = params.get("alert");
@@ -93,9 +95,11 @@ export default function Alerts() {
               </button>
             ))}
           </span>
-          <a className="button primary" href={linkTo("/alerts/rule")} onClick={follow}>
-            New rule
-          </a>
+          {admin && (
+            <a className="button primary" href={linkTo("/alerts/rule")} onClick={follow}>
+              New rule
+            </a>
+          )}
         </span>
       </div>
 
@@ -104,7 +108,7 @@ export default function Alerts() {
           <Card title="Firing now" note={firing.data ? `${firing.data.length} alert${firing.data.length === 1 ? "" : "s"}` : undefined}>
             {firing.error && <p className="state error">{firing.error.message}</p>}
             {firing.data?.length === 0 && <p className="muted">Nothing is firing.</p>}
-            {firing.data && firing.data.length > 0 && <AlertList alerts={firing.data} label="Firing alerts" openId={openId} onSilence={setSilencing} />}
+            {firing.data && firing.data.length > 0 && <AlertList alerts={firing.data} label="Firing alerts" openId={openId} onSilence={admin ? setSilencing : undefined} />}
             {silencing && (
               <div className="silence-inline">
                 <h3 style={{ fontSize: 14 }}>Silence {silencing.ruleName}</h3>

@@ -4,8 +4,11 @@ import { clearPrice, getPricing, setPrice, type PriceItem } from "../api/advisor
 import { DecidePage } from "../components/decide/Layout";
 import { usd } from "../components/decide/Terms";
 import { Card, ErrorState, Loading } from "../components/common/State";
+import { AdminOnly } from "../components/common/AdminOnly";
+import { useIsAdmin } from "../lib/role";
 
 export default function DecidePricing() {
+  const admin = useIsAdmin();
   const qc = useQueryClient();
   const catalog = useQuery({ queryKey: ["pricing"], queryFn: ({ signal }) => getPricing(signal) });
   const [provider, setProvider] = useState("aws");
@@ -32,6 +35,7 @@ export default function DecidePricing() {
       {data && (
         <>
           <Card title="Your price" note="overrides the shipped figure; kept when the shipped catalog changes">
+            <AdminOnly what="Setting a price">
             <form className="field-row" onSubmit={submit} aria-label="Set a price">
               <label>
                 Provider
@@ -61,6 +65,7 @@ export default function DecidePricing() {
                 Save price
               </button>
             </form>
+            </AdminOnly>
             {error && (
               <p className="state error" role="alert">
                 {error.message}
@@ -97,7 +102,7 @@ export default function DecidePricing() {
                     <td>{f.effective_date}</td>
                     <td>{f.source}</td>
                     <td>
-                      {f.origin === "org" && (
+                      {f.origin === "org" && admin && (
                         <button type="button" aria-label={`Revert ${f.provider} ${f.region} ${f.item} to the shipped price`} onClick={() => revert.mutate(f)}>
                           Revert
                         </button>

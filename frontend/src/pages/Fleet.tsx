@@ -4,6 +4,7 @@ import type { AgentVM } from "../api/models";
 import { Async, Card } from "../components/common/State";
 import { formatAgo } from "../lib/format";
 import { useAsync } from "../lib/useAsync";
+import { AdminOnly } from "../components/common/AdminOnly";
 
 const STATUS_CLASS: Record<string, string> = { online: "ok", stale: "warn", never_seen: "bad" };
 
@@ -168,7 +169,9 @@ export default function Fleet() {
           {(list) => <AgentTable agents={list} />}
         </Async>
       </Card>
-      <AddAgent onChange={agents.reload} />
+      <AdminOnly what="Adding agents (enrollment tokens)">
+        <AddAgent onChange={agents.reload} />
+      </AdminOnly>
     </>
   );
 }

@@ -1,9 +1,12 @@
 import { useState, type FormEvent } from "react";
 import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/endpoints";
+import { AdminOnly } from "../components/common/AdminOnly";
 import { Async, Card } from "../components/common/State";
+import { useIsAdmin } from "../lib/role";
 import { useAsync } from "../lib/useAsync";
 
 function ApiKeys() {
+  const admin = useIsAdmin();
   const keys = useAsync((s) => listApiKeys(s), "keys");
   const [name, setName] = useState("");
   const [shown, setShown] = useState<{ name: string; key: string }>();
@@ -24,6 +27,7 @@ function ApiKeys() {
 
   return (
     <Card title="API keys" note="for REST clients: Authorization: Bearer swk_…">
+      <AdminOnly what="Creating an API key">
       <form className="field-row" onSubmit={submit}>
         <label>
           Key name
@@ -33,6 +37,7 @@ function ApiKeys() {
           Create API key
         </button>
       </form>
+      </AdminOnly>
       {error && (
         <p className="state error" role="alert">
           {error}
@@ -73,7 +78,7 @@ function ApiKeys() {
                   <td>{k.last_used_at ? k.last_used_at.slice(0, 16).replace("T", " ") : "never"}</td>
                   <td>{k.revoked_at ? <span className="badge bad">revoked</span> : <span className="badge ok">active</span>}</td>
                   <td>
-                    {!k.revoked_at && (
+                    {!k.revoked_at && admin && (
                       <button
                         type="button"
                         className="danger"
@@ -97,6 +102,7 @@ function ApiKeys() {
 }
 
 function Users() {
+  const admin = useIsAdmin();
   const users = useAsync((s) => listUsers(s), "users");
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
@@ -136,6 +142,7 @@ function Users() {
                   <td>{u.role}</td>
                   <td>{u.created_at.slice(0, 16).replace("T", " ")}</td>
                   <td>
+                    {admin && (
                     <button
                       type="button"
                       className="danger"
@@ -149,6 +156,7 @@ function Users() {
                     >
                       Remove
                     </button>
+                    )}
                   </td>
                 </tr>
               ))}
@@ -156,6 +164,7 @@ function Users() {
           </table>
         )}
       </Async>
+      <AdminOnly what="Adding a user">
       <h3 style={{ fontSize: 14 }}>Add a user</h3>
       <form className="field-row" onSubmit={submit}>
         <label>
@@ -177,6 +186,7 @@ function Users() {
           Add user
         </button>
       </form>
+      </AdminOnly>
       {error && (
         <p className="state error" role="alert">
           {error}

@@ -1,6 +1,6 @@
 import { useQuery } from "@tanstack/react-query";
 import { useEffect } from "react";
-import { getMe, listAgents } from "../api/endpoints";
+import { listAgents } from "../api/endpoints";
 import {
   PROTOS,
   getAzPairs,
@@ -18,6 +18,7 @@ import { Card, ErrorState, Loading } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
 import { RunNow, SettingsForm } from "../components/throughput/Admin";
 import { Budget } from "../components/throughput/Budget";
+import { useRole } from "../lib/role";
 import { ExperimentStats } from "../components/throughput/ExperimentStats";
 import { ExperimentTimeline } from "../components/throughput/ExperimentTimeline";
 import { PairMatrix } from "../components/throughput/PairMatrix";
@@ -69,8 +70,8 @@ export default function Throughput() {
   const win = () => ({ fromMs: range.fromMs, toMs: range.toMs });
   const poll = range.refresh || false;
 
-  const me = useQuery({ queryKey: ["me"], queryFn: () => getMe(), staleTime: 300_000 });
-  const admin = me.data?.role === "admin";
+  const role = useRole();
+  const admin = role === "admin";
   const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
   const pairs = useQuery({ queryKey: ["tput-pairs", range.key], queryFn: ({ signal }) => getPairs(win(), signal), refetchInterval: poll });
   // A range ending now also lists what is planned for the next day, so a run just scheduled shows.
@@ -156,7 +157,7 @@ export default function Throughput() {
         {budget.data && <Budget b={budget.data} />}
       </Card>
 
-      {me.data && !admin && (
+      {role === "viewer" && (
         <p className="muted" role="note">
           Experiment settings and manual runs need the admin role.
         </p>

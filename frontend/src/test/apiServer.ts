@@ -29,7 +29,10 @@ function match(pattern: string, path: string): boolean {
 }
 
 export async function startApiServer(): Promise<ApiServer> {
-  const routes: [string, string, Handler][] = [];
+  // The caller is an admin unless a test routes /auth/me to a viewer (later routes win).
+  const routes: [string, string, Handler][] = [
+    ["GET", "/api/v1/auth/me", () => ({ user_id: "u1", email: "admin@example.test", org_id: "o1", org_name: "Test org", kind: "user", role: "admin", csrf_token: null })],
+  ];
   const seen: Seen[] = [];
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];

@@ -4,6 +4,7 @@ import { createChannel, deleteChannel, listChannels, listDeliveries, testChannel
 import { fieldErrors } from "../../api/http";
 import { DeleteButton } from "./shared";
 import { useListMutation } from "../../lib/useListMutation";
+import { AdminOnly } from "../common/AdminOnly";
 
 const when = (ms: number) => (ms ? `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")}Z` : "–");
 
@@ -176,7 +177,9 @@ export function Channels() {
   const del = useListMutation(deleteChannel, "channels");
   return (
     <>
-      <ChannelForm />
+      <AdminOnly what="Adding a channel">
+        <ChannelForm />
+      </AdminOnly>
       {q.error && <p className="state error">{q.error.message}</p>}
       {q.data && q.data.length === 0 && <p className="muted">No channels yet.</p>}
       {q.data && q.data.length > 0 && (

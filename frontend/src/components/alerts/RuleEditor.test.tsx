@@ -47,7 +47,9 @@ describe("RuleEditor", () => {
     const name = await screen.findByRole("textbox", { name: "Name" });
     await user.type(name, "EU p99");
     await user.selectOptions(screen.getByRole("combobox", { name: "Statistic" }), "p99");
-    await user.selectOptions(await screen.findByRole("listbox", { name: "Sources" }), "a1");
+    const sources = await screen.findByRole("listbox", { name: "Sources" });
+    await within(sources).findAllByRole("option"); // the fleet has loaded
+    await user.selectOptions(sources, "a1");
     await user.type(screen.getByRole("spinbutton", { name: "Threshold (ms)" }), "80");
     await user.click(screen.getByRole("checkbox", { name: /ops slack/ }));
     const save = screen.getByRole("button", { name: "Save rule" });

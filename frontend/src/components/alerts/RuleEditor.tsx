@@ -22,6 +22,7 @@ import type { AgentVM } from "../../api/models";
 import { Card } from "../common/State";
 import { BacktestChart } from "./BacktestChart";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";
+import { useIsAdmin } from "../../lib/role";
 
 /** The editor's fields as typed (thresholds in ms or %, labels as text). */
 export interface RuleForm {
@@ -186,6 +187,7 @@ export function RuleEditor({ rule, onSaved, onCancel }: { rule?: RuleVM; onSaved
 }
 
 function EditorForm({ metrics, rule, onSaved, onCancel }: { metrics: MetricOption[]; rule?: RuleVM; onSaved: (r: RuleVM) => void; onCancel?: () => void }) {
+  const admin = useIsAdmin();
   const uid = useId();
   const qc = useQueryClient();
   const [f, setF] = useState<RuleForm>(() => formFromRule(rule, metrics));
@@ -470,15 +472,18 @@ function EditorForm({ metrics, rule, onSaved, onCancel }: { metrics: MetricOptio
           <button type="submit" className={tested ? undefined : "primary"} disabled={backtest.isPending}>
             {backtest.isPending ? "Backtesting…" : "Run backtest"}
           </button>
-          <button type="button" className={tested ? "primary" : undefined} disabled={!tested || save.isPending} onClick={() => save.mutate(draft)}>
-            {save.isPending ? "Saving…" : rule ? "Save changes" : "Save rule"}
-          </button>
+          {admin && (
+            <button type="button" className={tested ? "primary" : undefined} disabled={!tested || save.isPending} onClick={() => save.mutate(draft)}>
+              {save.isPending ? "Saving…" : rule ? "Save changes" : "Save rule"}
+            </button>
+          )}
           {onCancel && (
             <button type="button" onClick={onCancel}>
               Cancel
             </button>
           )}
-          {!tested && !backtest.isPending && <span className="muted">Saving is possible once the backtest has run on these settings.</span>}
+          {admin && !tested && !backtest.isPending && <span className="muted">Saving is possible once the backtest has run on these settings.</span>}
+          {!admin && <span className="muted">Viewers may backtest; saving a rule needs the admin role.</span>}
         </div>
         {bt && testedKey === draftKey && (
           <div className="stack" style={{ marginTop: 12 }}>

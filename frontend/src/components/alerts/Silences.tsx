@@ -5,6 +5,8 @@ import { fieldErrors } from "../../api/http";
 import { parseLabels } from "./RuleEditor";
 import { DeleteButton, RuleMatchFields, ruleNamesOf } from "./shared";
 import { useListMutation } from "../../lib/useListMutation";
+import { useIsAdmin } from "../../lib/role";
+import { AdminOnly } from "../common/AdminOnly";
 
 const when = (ms: number | null) => (ms ? `${new Date(ms).toISOString().slice(0, 16).replace("T", " ")}Z` : "–");
 const matcherText = (ms: Matcher[]) => ms.map((m) => `${m.label}${m.op}${m.value}`).join(", ");
@@ -72,12 +74,15 @@ export function SilenceForm({ rules, presetRuleId, onDone }: { rules: RuleVM[]; 
 }
 
 export function Silences({ rules }: { rules: RuleVM[] }) {
+  const admin = useIsAdmin();
   const q = useQuery({ queryKey: ["silences"], queryFn: ({ signal }) => listSilences(signal) });
   const expire = useListMutation(expireSilence, "silences");
   const ruleNames = (ids: string[]) => (ids.length ? ruleNamesOf(rules, ids).join(", ") : "any");
   return (
     <>
-      <SilenceForm rules={rules} />
+      <AdminOnly what="Creating a silence">
+        <SilenceForm rules={rules} />
+      </AdminOnly>
       {q.error && <Errors error={q.error} />}
       {q.data && q.data.length === 0 && <p className="muted">No silences.</p>}
       {q.data && q.data.length > 0 && (
@@ -107,7 +112,7 @@ export function Silences({ rules }: { rules: RuleVM[] }) {
                   <span className={`badge ${s.state === "active" ? "warn" : ""}`}>{s.state}</span>
                 </td>
                 <td>
-                  {s.state !== "expired" && (
+                  {s.state !== "expired" && admin && (
                     <button type="button" className="danger" aria-label={`Expire silence ${s.comment || s.id}`} onClick={() => expire.mutate(s.id)}>
                       Expire
                     </button>
@@ -152,6 +157,7 @@ export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
   const del = useListMutation(deleteMaintenance, "maintenance");
   return (
     <>
+      <AdminOnly what="Adding a maintenance window">
       <form
         className="field-row"
         aria-label="New maintenance window"
@@ -206,6 +212,7 @@ export function MaintenanceWindows({ rules }: { rules: RuleVM[] }) {
           Add window
         </button>
       </form>
+      </AdminOnly>
       <Errors error={create.error} />
       {q.error && <Errors error={q.error} />}
       {q.data && q.data.length === 0 && <p className="muted">No maintenance windows.</p>}

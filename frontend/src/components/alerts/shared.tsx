@@ -1,7 +1,9 @@
 import type { RuleVM } from "../../api/alerts";
+import { useIsAdmin } from "../../lib/role";
 
 /** A row's delete button; with `confirm`, only after the user agrees to that question. */
 export function DeleteButton({ label, confirm, onDelete }: { label: string; confirm?: string; onDelete: () => void }) {
+  if (!useIsAdmin()) return null;
   return (
     <button
       type="button"
