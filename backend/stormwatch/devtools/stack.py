@@ -20,7 +20,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -231,10 +230,12 @@ def main() -> int:
     schedule = FAST if args.demo_fast else Schedule() if args.demo else None
     stack = Stack(data_dir.resolve(), args.port or free_port(), args.with_worker, schedule,
                   persistent)
-    stop = threading.Event()
+    # A plain flag: a handler that took a lock (Event.set) could interrupt the main thread
+    # while it holds that lock in Event.wait and deadlock the stop.
+    stopping: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
-        stop.set()
+        stopping.append(signum)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -252,7 +253,10 @@ def main() -> int:
                 f"  Data and logs: {data_dir.resolve()}\n  Ctrl-C stops everything.\n", flush=True)
         else:
             print(json.dumps(info), flush=True)
-        while not stop.wait(1.0):
+        while not stopping:
+            time.sleep(0.5)  # the flag is read at least every half second
+            if stopping:
+                break
             problem = stack.check()
             if problem:
                 log(problem)

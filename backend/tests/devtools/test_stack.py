@@ -23,7 +23,8 @@ def descendants(pid: int) -> list[psutil.Process]:
         return []
 
 
-@pytest.mark.timeout(240)
+# Two full starts and stops: minutes on a loaded 2-core machine (two xdist workers).
+@pytest.mark.timeout(420)
 def test_the_stack_runs_green_and_an_interrupt_leaves_no_process_behind():
     data = Path(tempfile.mkdtemp(prefix="stormwatch-stack-test-"))
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
@@ -47,7 +48,7 @@ def test_the_stack_runs_green_and_an_interrupt_leaves_no_process_behind():
         started.append(psutil.Process(pg_pid))
         assert len(started) >= 4
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0
+        assert proc.wait(150) == 0
         gone, alive = psutil.wait_procs(started, timeout=20)
         assert alive == [], [p.info if hasattr(p, "info") else p for p in alive]
         # Running again reuses the data: same demo login.
@@ -58,7 +59,7 @@ def test_the_stack_runs_green_and_an_interrupt_leaves_no_process_behind():
         again = json.loads(proc.stdout.readline())
         assert again["email"] == info["email"] and again["password"] == info["password"]
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
+        assert proc.wait(150) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
