@@ -27,7 +27,7 @@ variable "instance_type" {
 }
 
 variable "mesh_cidrs" {
-  description = "Sources allowed to reach the mesh port 7300 (agents in every region)."
+  description = "Sources allowed to reach the mesh port 7300 and the throughput port 7710 (agents in every region)."
   type        = list(string)
   default     = ["0.0.0.0/0"]
 }

@@ -68,6 +68,19 @@ resource "azurerm_network_security_group" "mesh" {
     source_address_prefixes    = var.mesh_cidrs
     destination_address_prefix = "*"
   }
+
+  # The throughput probe: TCP streams and UDP datagrams on one port (throughput.listen).
+  security_rule {
+    name                       = "throughput"
+    priority                   = 110
+    direction                  = "Inbound"
+    access                     = "Allow"
+    protocol                   = "*"
+    source_port_range          = "*"
+    destination_port_range     = "7710"
+    source_address_prefixes    = var.mesh_cidrs
+    destination_address_prefix = "*"
+  }
 }
 
 resource "azurerm_subnet_network_security_group_association" "mesh" {

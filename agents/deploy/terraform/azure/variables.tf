@@ -38,7 +38,7 @@ variable "ssh_public_key" {
 }
 
 variable "mesh_cidrs" {
-  description = "Sources allowed to reach the mesh port 7300."
+  description = "Sources allowed to reach the mesh port 7300 and the throughput port 7710."
   type        = list(string)
   default     = ["0.0.0.0/0"]
 }

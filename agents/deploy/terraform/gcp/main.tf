@@ -39,6 +39,24 @@ resource "google_compute_firewall" "mesh" {
   }
 }
 
+# The throughput probe: TCP streams and UDP datagrams on one port (throughput.listen).
+resource "google_compute_firewall" "throughput" {
+  name          = "stormwatch-agent-throughput"
+  network       = var.network
+  source_ranges = var.mesh_cidrs
+  target_tags   = ["stormwatch-agent"]
+
+  allow {
+    protocol = "tcp"
+    ports    = ["7710"]
+  }
+
+  allow {
+    protocol = "udp"
+    ports    = ["7710"]
+  }
+}
+
 resource "google_compute_instance" "agent" {
   for_each     = { for p in local.placements : p.name => p }
   name         = each.key

@@ -58,7 +58,7 @@ locals {
 
 resource "aws_security_group" "agent" {
   name_prefix = "${var.name_prefix}-agent-"
-  description = "Stormwatch agent mesh echo port"
+  description = "Stormwatch agent mesh echo and throughput ports"
   vpc_id      = data.aws_vpc.default.id
 
   ingress {
@@ -66,6 +66,22 @@ resource "aws_security_group" "agent" {
     from_port   = 7300
     to_port     = 7300
     protocol    = "tcp"
+    cidr_blocks = var.mesh_cidrs
+  }
+
+  ingress {
+    description = "throughput probe (TCP streams)"
+    from_port   = 7710
+    to_port     = 7710
+    protocol    = "tcp"
+    cidr_blocks = var.mesh_cidrs
+  }
+
+  ingress {
+    description = "throughput probe (UDP datagrams)"
+    from_port   = 7710
+    to_port     = 7710
+    protocol    = "udp"
     cidr_blocks = var.mesh_cidrs
   }
 
