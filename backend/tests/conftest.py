@@ -111,7 +111,11 @@ class ApiServer:
                  "--port", str(self.port), "--log-level", "warning"],
                 env=self.env, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
                 start_new_session=True)
-        wait_for_port(self.port, 60, self.proc)
+        try:
+            wait_for_port(self.port, 60, self.proc)
+        except BaseException:
+            self.stop()  # an API that never listened must not outlive the test run
+            raise
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
