@@ -328,8 +328,11 @@ def test_late_samples_mark_their_already_claimed_minutes_for_a_re_roll(api, db, 
         # As text: an unclaimed claim is -infinity, which Python datetimes cannot hold.
         before = c.execute(text("SELECT rolled_until::text FROM rollup_watermarks "
                                 "WHERE kind = 'mesh:60:claim'")).scalar()
+        # Claimed up to five minutes ago: the late batch (20 min old) falls before it and the
+        # fresh one (a second old) after it, whatever second of the minute the test runs in.
         c.execute(text("INSERT INTO rollup_watermarks (kind, rolled_until, updated_at) "
-                       "VALUES ('mesh:60:claim', date_trunc('minute', now()), now()) "
+                       "VALUES ('mesh:60:claim', date_trunc('minute', now()) - "
+                       "interval '5 minutes', now()) "
                        "ON CONFLICT (kind) DO UPDATE SET rolled_until = EXCLUDED.rolled_until"))
     try:
         late_start = now_us() - 20 * 60 * 1_000_000
