@@ -38,7 +38,7 @@ STORAGE_SUITES=(tests/test_migrations.py tests/api/test_ingest.py tests/api/test
 pytest_on() {
   local engine=$1; shift
   (cd backend && STORMWATCH_ENGINE=$engine ../.venv/bin/python -m pytest -q -p no:cacheprovider \
-    -n "${PYTEST_WORKERS:-2}" --dist loadfile "$@")
+    -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=12 "$@")
 }
 if PYTHONPATH=backend .venv/bin/python -c \
     'import sys; from stormwatch.devtools.services import timescaledb_installed as t; sys.exit(not t())'; then

@@ -6,7 +6,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launch } from "./support/browser.mjs";
+import { launch, steps, signIn } from "./support/browser.mjs";
 import { enroll, seedMesh, seedStorage, smallFleet } from "./support/seed.mjs";
 import { backfillRollups } from "./support/rollup.mjs";
 import { FRONTEND, startStack } from "./support/stack.mjs";
@@ -18,21 +18,7 @@ let stack;
 let browser;
 let page;
 let base;
-
-async function shot(name) {
-  await page.screenshot({ path: join(SHOTS, `advisors-${name}.png`), fullPage: true });
-}
-
-function step(name, fn) {
-  test(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      await page?.screenshot({ path: join(SHOTS, `fail-advisors-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`), fullPage: true }).catch(() => {});
-      throw e;
-    }
-  });
-}
+const { step, shot } = steps({ dir: SHOTS, page: () => page, shotPrefix: "advisors-", failPrefix: "advisors-" });
 
 /** A storage target in a priced region (the catalog has aws us-east-1), made with the API key. */
 async function createTarget(apiKey) {
@@ -78,10 +64,7 @@ describe("advisors", { timeout: 600_000 }, () => {
       page.on("response", (r) => r.url().includes("/advisors/") && process.stderr.write(`${r.request().method()} ${r.url()} ${r.status()}\n`));
       page.on("console", (m) => process.stderr.write(`console: ${m.text()}\n`));
     }
-    await page.goto(`${base}/decide`);
-    await page.getByLabel("Email").fill(stack.info.email);
-    await page.getByLabel("Password").fill(stack.info.password);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await signIn(page, `${base}/decide`, stack.info.email, stack.info.password);
     await page.getByRole("navigation", { name: "Main" }).waitFor();
   });
 

@@ -7,7 +7,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launch } from "./support/browser.mjs";
+import { launch, steps, signIn } from "./support/browser.mjs";
 import { enroll, postBatch, seedMesh, smallFleet } from "./support/seed.mjs";
 import { backfillRollups } from "./support/rollup.mjs";
 import { FRONTEND, startStack } from "./support/stack.mjs";
@@ -27,22 +27,7 @@ let page;
 let agents;
 let base;
 let spikeFrom = 0;
-
-async function shot(name) {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-}
-
-/** A test that leaves a "fail-..." screenshot of the page when it fails. */
-function step(name, fn) {
-  test(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      await page?.screenshot({ path: join(SHOTS, `fail-alerts-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`), fullPage: true }).catch(() => {});
-      throw e;
-    }
-  });
-}
+const { step, shot } = steps({ dir: SHOTS, page: () => page, failPrefix: "alerts-" });
 
 /** Mesh samples of one pair at a fixed RTT every stepMs over [fromMs, toMs) — the injected spike. */
 async function postSpike(src, dst, fromMs, toMs, stepMs) {
@@ -87,10 +72,7 @@ describe("alerts", { timeout: 900_000 }, () => {
   });
 
   step("a person logs in and opens the alerts page from the navigation", async () => {
-    await page.goto(`${base}/overview?range=1h`);
-    await page.getByLabel("Email").fill(stack.info.email);
-    await page.getByLabel("Password").fill(stack.info.password);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await signIn(page, `${base}/overview?range=1h`, stack.info.email, stack.info.password);
     const toggle = page.getByRole("button", { name: /Switch to (light|dark) theme/ });
     if ((await toggle.getAttribute("aria-label")) === "Switch to dark theme") await toggle.click();
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Alerts" }).click();

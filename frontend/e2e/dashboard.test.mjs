@@ -5,7 +5,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launch } from "./support/browser.mjs";
+import { launch, steps, signIn, until as pollUntil } from "./support/browser.mjs";
 import { createStorageTargets, enroll, seedMesh, seedStorage, smallFleet } from "./support/seed.mjs";
 import { backfillRollups } from "./support/rollup.mjs";
 import { FRONTEND, startStack } from "./support/stack.mjs";
@@ -21,22 +21,8 @@ let agents;
 let base;
 let targets = [];
 let jitterLabel = "";
-
-async function shot(name) {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-}
-
-/** Polls `probe` until it returns a truthy value or the deadline passes (then fails with `what`). */
-async function until(what, probe, timeoutMs = WAIT) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    last = await probe();
-    if (last) return last;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await page.waitForTimeout(100);
-  }
-}
+const { step, shot } = steps({ dir: SHOTS, page: () => page });
+const until = (what, probe, timeoutMs = WAIT) => pollUntil(page, what, probe, timeoutMs);
 
 /** Resolves after React has committed what the last finished response set (two frames). */
 function frames() {
@@ -52,18 +38,6 @@ function parseUs(text) {
 
 const card = (name) => page.getByRole("region", { name, exact: true });
 const summaryCount = async () => Number((await page.getByRole("table", { name: "Summary statistics" }).first().getByRole("cell").first().innerText()).replace(/,/g, ""));
-
-/** A test that leaves a "fail-..." screenshot of the page when it fails. */
-function step(name, fn) {
-  test(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      await page?.screenshot({ path: join(SHOTS, `fail-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`), fullPage: true }).catch(() => {});
-      throw e;
-    }
-  });
-}
 
 describe("dashboard", { timeout: 600_000 }, () => {
   before(async () => {
@@ -101,12 +75,12 @@ describe("dashboard", { timeout: 600_000 }, () => {
   });
 
   step("a person logs in with the session cookie", async () => {
-    await page.goto(`${base}/overview?range=6h`);
-    await page.getByRole("heading", { name: "Stormwatch" }).waitFor();
-    await page.getByLabel("Email").fill(stack.info.email);
-    await page.getByLabel("Password").fill(stack.info.password);
-    await shot("01-login");
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await signIn(page, `${base}/overview?range=6h`, stack.info.email, stack.info.password, undefined, {
+      beforeSubmit: async () => {
+        await page.getByRole("heading", { name: "Stormwatch" }).waitFor();
+        await shot("01-login");
+      },
+    });
     await page.getByRole("navigation", { name: "Main" }).waitFor();
     const cookies = await browser.context.cookies(base);
     assert.ok(cookies.some((c) => c.name === "sw_session" && c.httpOnly), "httpOnly session cookie set");

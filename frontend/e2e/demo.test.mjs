@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launch, signIn, stackLogs } from "./support/browser.mjs";
+import { launch, signIn, stackLogs, steps } from "./support/browser.mjs";
 import { FRONTEND, REPO, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
@@ -18,23 +18,7 @@ let stack;
 let browser;
 let page;
 let readyAt = 0;
-
-async function shot(name) {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-}
-
-function step(name, fn) {
-  test(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      await page?.screenshot({ path: join(SHOTS, `fail-demo-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`), fullPage: true }).catch(() => {});
-      // What the stack was doing, since the screenshot stays on the machine that ran it.
-      if (stack?.info.data_dir) e.message += `\n${stackLogs(stack.info.data_dir)}`;
-      throw e;
-    }
-  });
-}
+const { step, shot } = steps({ dir: SHOTS, page: () => page, failPrefix: "demo-", explain: () => (stack?.info.data_dir ? stackLogs(stack.info.data_dir) : "") });
 
 /** The table's round trip between two regions (agents' region names), in ms. */
 function tableMs(a, b) {

@@ -8,7 +8,7 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launch } from "./support/browser.mjs";
+import { launch, steps, signIn, until as pollUntil } from "./support/browser.mjs";
 import { enroll, postBatch, rng } from "./support/seed.mjs";
 import { FRONTEND, startStack } from "./support/stack.mjs";
 
@@ -23,21 +23,8 @@ let browser;
 let page;
 let base;
 let pair;
-
-async function shot(name) {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-}
-
-/** Polls `probe` until it returns a truthy value or the deadline passes. */
-async function until(what, probe, timeoutMs = WAIT) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await page.waitForTimeout(100);
-  }
-}
+const { step, shot } = steps({ dir: SHOTS, page: () => page });
+const until = (what, probe, timeoutMs = WAIT) => pollUntil(page, what, probe, timeoutMs);
 
 /** The level line's y pixels (distinct, rounded) and the y-axis extent, from the SVG. */
 function levelGeometry() {
@@ -84,17 +71,6 @@ async function seedPair(src, dst, startMs, endMs) {
   }
 }
 
-function step(name, fn) {
-  test(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      await page?.screenshot({ path: join(SHOTS, `fail-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`), fullPage: true }).catch(() => {});
-      throw e;
-    }
-  });
-}
-
 describe("pair fidelity", { timeout: 600_000 }, () => {
   before(async () => {
     mkdirSync(SHOTS, { recursive: true });
@@ -127,10 +103,7 @@ describe("pair fidelity", { timeout: 600_000 }, () => {
   step("a link with agent ids only opens the pair under the agents' names", async () => {
     const iso = (ms) => new Date(ms).toISOString();
     const url = `${base}/pair?level=node&src=${pair.a.id}&dst=${pair.b.id}&range=custom&from=${iso(pair.startMs)}&to=${iso(pair.endMs)}`;
-    await page.goto(url);
-    await page.getByLabel("Email").fill(stack.info.email);
-    await page.getByLabel("Password").fill(stack.info.password);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await signIn(page, url, stack.info.email, stack.info.password);
     await page.getByRole("navigation", { name: "Main" }).waitFor();
     await page.goto(url);
     await page.getByRole("heading", { name: /fid-use1 → fid-euw1/ }).waitFor();

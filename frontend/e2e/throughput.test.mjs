@@ -8,7 +8,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launch } from "./support/browser.mjs";
+import { launch, steps, signIn } from "./support/browser.mjs";
 import { enroll, postBatch } from "./support/seed.mjs";
 import { FRONTEND, REPO, startStack } from "./support/stack.mjs";
 
@@ -30,6 +30,7 @@ let base;
 let agents;
 let exp;
 let past;
+const { step, shot } = steps({ dir: SHOTS, page: () => page, failPrefix: "throughput-" });
 
 // The API schedules only from now on, and a pair's statistics count an experiment once it has
 // ended. Yesterday's experiment is planned by the same service code with yesterday's clock
@@ -69,21 +70,6 @@ function planPast(a, b, startMs) {
     child.stdout.on("data", (d) => (out += d));
     child.stderr.on("data", (d) => (err = (err + d).slice(-4000)));
     child.on("exit", (code) => (code === 0 ? resolve(JSON.parse(out.trim().split("\n").at(-1))) : reject(new Error(`planning yesterday's experiment failed (${code}): ${err}`))));
-  });
-}
-
-async function shot(name) {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-}
-
-function step(name, fn) {
-  test(name, async (t) => {
-    try {
-      await fn(t);
-    } catch (e) {
-      await page?.screenshot({ path: join(SHOTS, `fail-throughput-${name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`), fullPage: true }).catch(() => {});
-      throw e;
-    }
   });
 }
 
@@ -153,10 +139,7 @@ describe("throughput", { timeout: 300_000 }, () => {
   });
 
   step("an admin opens the Throughput page from the navigation and sees the region-pair matrix", async () => {
-    await page.goto(`${base}/overview`);
-    await page.getByLabel("Email").fill(stack.info.email);
-    await page.getByLabel("Password").fill(stack.info.password);
-    await page.getByRole("button", { name: "Sign in" }).click();
+    await signIn(page, `${base}/overview`, stack.info.email, stack.info.password);
     const toggle = page.getByRole("button", { name: /Switch to (light|dark) theme/ });
     if ((await toggle.getAttribute("aria-label")) === "Switch to dark theme") await toggle.click();
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Throughput" }).click();

@@ -4,11 +4,6 @@ every sample the agents generated, exactly once."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,103 +13,28 @@ import pytest
 from sqlalchemy import Engine, text
 
 from stormwatch.devtools.bootstrap import OrgCredentials
-from stormwatch.devtools.services import free_port
-from tests.conftest import REPO, ApiServer
+from tests.conftest import ApiServer
+from tests.e2e.agents import AgentProcess, go_build, wait_until
 
-AGENTS_DIR = REPO / "agents"
 OUTAGE_S = 60
-
-def wait_until(what: str, timeout_s: float, cond: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.25)
 
 
 @pytest.fixture(scope="module")
 def agent_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("agent-bin") / "stormwatch-agent"
-    subprocess.run(["go", "build", "-trimpath", "-o", str(out), "./cmd/stormwatch-agent"],
-                   cwd=AGENTS_DIR, check=True, env={**os.environ, "CGO_ENABLED": "0"})
-    return out
-
-
-class Agent:
-    def __init__(self, binary: Path, home: Path, name: str, api_url: str, token: str,
-                 zone: str) -> None:
-        self.binary, self.name = binary, name
-        self.home = home / name
-        self.home.mkdir(parents=True)
-        self.metrics_port = free_port()
-        self.config = self.home / "agent.yaml"
-        self.config.write_text(
-            f"api_url: {api_url}\n"
-            f"enrollment_token: {token}\n"
-            f"state_dir: {self.home / 'state'}\n"
-            f"name: {name}\n"
-            f"mesh:\n  listen: \"127.0.0.1:{free_port()}\"\n"
-            f"metadata:\n  detect: false\n  provider: local\n  region: loopback\n"
-            f"  zone: {zone}\n  subnet: lo\n"
-            f"metrics:\n  listen: \"127.0.0.1:{self.metrics_port}\"\n"
-            "flush_deadline: 20s\n")
-        self.log = self.home / "agent.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def enroll(self) -> None:
-        subprocess.run([str(self.binary), "enroll", "-config", str(self.config)], check=True,
-                       capture_output=True)
-
-    @property
-    def agent_id(self) -> str:
-        state = json.loads((self.home / "state" / "agent.json").read_text())
-        return str(state["agent_id"])
-
-    def start(self) -> None:
-        with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen([str(self.binary), "run", "-config", str(self.config)],
-                                         stdout=logf, stderr=subprocess.STDOUT)
-
-    def metrics(self) -> dict[str, float]:
-        body = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
-        out: dict[str, float] = {}
-        for line in body.splitlines():
-            m = re.match(r'^(\w+)(\{kind="(\w+)"\})? ([0-9.e+-]+)$', line)
-            if m:
-                out[m.group(1) + (f":{m.group(3)}" if m.group(3) else "")] = float(m.group(4))
-        return out
-
-    def stop(self) -> dict[str, object]:
-        """SIGTERM, then the final counts the agent logs once it has flushed."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(60)
-        for line in self.log.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("msg") == "agent stopped":
-                return dict(rec)
-        raise AssertionError(f"{self.name} logged no final counts:\n{self.log.read_text()}")
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+    return go_build(tmp_path_factory.mktemp("agent-bin") / "stormwatch-agent")
 
 
 @pytest.fixture
 def fleet(agent_binary: Path, api_server: ApiServer, make_org: Callable[..., OrgCredentials],
-          tmp_path: Path) -> Iterator[tuple[OrgCredentials, list[Agent]]]:
+          tmp_path: Path) -> Iterator[tuple[OrgCredentials, list[AgentProcess]]]:
     org = make_org()
     with api_server.client() as api:
         r = api.patch("/api/v1/org", headers={"Authorization": f"Bearer {org.api_key}"},
                       json={"mesh_settings": {"enabled": True, "rate_hz": 50, "payload_bytes": 256,
                                               "timeout_ms": 1000}})
         assert r.status_code == 200, r.text
-    agents = [Agent(agent_binary, tmp_path, f"e2e-{i}", api_server.base_url,
-                    org.enrollment_token, zone)
+    agents = [AgentProcess(agent_binary, tmp_path, f"e2e-{i}", api_server.base_url,
+                           org.enrollment_token, zone=zone)
               for i, zone in enumerate(["loopback-a", "loopback-a", "loopback-b"])]
     try:
         yield org, agents
@@ -126,7 +46,8 @@ def fleet(agent_binary: Path, api_server: ApiServer, make_org: Callable[..., Org
 
 
 def test_agents_ship_every_generated_sample_exactly_once_through_a_60s_api_outage(
-        fleet: tuple[OrgCredentials, list[Agent]], api_server: ApiServer, db: Engine) -> None:
+        fleet: tuple[OrgCredentials, list[AgentProcess]], api_server: ApiServer,
+        db: Engine) -> None:
     org, agents = fleet
     # Enrolling first means the first config every agent fetches already lists all peers.
     for a in agents:

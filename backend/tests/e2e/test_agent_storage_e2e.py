@@ -14,7 +14,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
@@ -26,6 +26,7 @@ from sqlalchemy import Engine, text
 
 from stormwatch.devtools.services import free_port
 from tests.conftest import REPO, ApiServer
+from tests.e2e.agents import agent_config, wait_until
 
 AGENTS_DIR = REPO / "agents"
 EMULATORS = REPO / "scripts" / "emulators"
@@ -51,14 +52,6 @@ def unavailable(reason: str) -> NoReturn:
     if REQUIRE_EMULATORS:
         pytest.fail(reason, pytrace=False)
     pytest.skip(reason + " (set STORMWATCH_REQUIRE_EMULATORS=1 to make this a failure)")
-
-
-def wait_until(what: str, timeout_s: float, cond: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
 
 
 def azure_request(method: str, base: str, path: str, params: dict[str, str]) -> httpx.Response:
@@ -221,17 +214,8 @@ def test_the_agent_measures_every_size_and_variant_on_every_provider_into_the_da
 
     home = tmp_path / "agent"
     home.mkdir()
-    config = home / "agent.yaml"
-    config.write_text(
-        f"api_url: {api_server.base_url}\n"
-        f"enrollment_token: {org.enrollment_token}\n"
-        f"state_dir: {home / 'state'}\n"
-        "name: e2e-storage\n"
-        f"mesh:\n  listen: \"127.0.0.1:{free_port()}\"\n"
-        "metadata:\n  detect: false\n  provider: local\n  region: loopback\n"
-        "  zone: loopback-a\n  subnet: lo\n"
-        f"metrics:\n  listen: \"127.0.0.1:{free_port()}\"\n"
-        "flush_deadline: 20s\n")
+    config = agent_config(home, "e2e-storage", api_server.base_url, org.enrollment_token,
+                          metrics_port=free_port())
     log = home / "agent.log"
     began = time.monotonic()
     with open(log, "ab") as logf:

@@ -6,12 +6,10 @@ within 5%."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,9 +21,9 @@ from sqlalchemy import Engine, text
 
 from stormwatch.devtools.bootstrap import OrgCredentials
 from stormwatch.devtools.services import free_port
-from tests.conftest import REPO, ApiServer
+from tests.conftest import ApiServer
+from tests.e2e.agents import AgentProcess, go_build, wait_until
 
-AGENTS_DIR = REPO / "agents"
 DURATION_S = 20
 # Both agents poll their config every 30 s: the experiment starts after their next poll.
 LEAD_S = 40
@@ -37,69 +35,11 @@ SHAPES = {"tcp": (40e6, 16e6, 320_000_000), "udp": (12e6, 5e6, 96_000_000)}
 UDP_OFFERED_BITS_PER_S = 144_000_000
 
 
-def wait_until(what: str, timeout_s: float, cond: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.5)
-
-
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("tput-bin")
-    env = {**os.environ, "CGO_ENABLED": "0"}
-    paths = {}
-    for name, pkg in (("agent", "./cmd/stormwatch-agent"), ("shaper", "./cmd/shaper")):
-        paths[name] = out / name
-        subprocess.run(["go", "build", "-trimpath", "-o", str(paths[name]), pkg],
-                       cwd=AGENTS_DIR, check=True, env=env)
-    return paths
-
-
-class Agent:
-    def __init__(self, binary: Path, home: Path, name: str, api_url: str, token: str,
-                 region: str) -> None:
-        self.binary, self.name = binary, name
-        self.home = home / name
-        self.home.mkdir(parents=True)
-        self.config = self.home / "agent.yaml"
-        self.config.write_text(
-            f"api_url: {api_url}\n"
-            f"enrollment_token: {token}\n"
-            f"state_dir: {self.home / 'state'}\n"
-            f"name: {name}\n"
-            f"mesh:\n  listen: \"127.0.0.1:{free_port()}\"\n"
-            f"throughput:\n  listen: \"127.0.0.1:{free_port()}\"\n"
-            f"metadata:\n  detect: false\n  provider: local\n  region: {region}\n"
-            f"  zone: {region}-a\n  subnet: lo\n"
-            "metrics:\n  listen: \"\"\n"
-            "flush_deadline: 20s\n")
-        self.log = self.home / "agent.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def enroll(self) -> None:
-        subprocess.run([str(self.binary), "enroll", "-config", str(self.config)], check=True,
-                       capture_output=True)
-
-    @property
-    def agent_id(self) -> str:
-        state = json.loads((self.home / "state" / "agent.json").read_text())
-        return str(state["agent_id"])
-
-    def start(self) -> None:
-        with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen([str(self.binary), "run", "-config", str(self.config)],
-                                         stdout=logf, stderr=subprocess.STDOUT)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+    return {name: go_build(out / name, pkg)
+            for name, pkg in (("agent", "./cmd/stormwatch-agent"), ("shaper", "./cmd/shaper"))}
 
 
 class Shaper:
@@ -136,22 +76,23 @@ class Shaper:
 @pytest.fixture
 def stack(binaries: dict[str, Path], api_server: ApiServer,
           make_org: Callable[..., OrgCredentials], tmp_path: Path
-          ) -> Iterator[tuple[OrgCredentials, dict[str, Agent]]]:
+          ) -> Iterator[tuple[OrgCredentials, dict[str, AgentProcess]]]:
     org = make_org()
     with api_server.client() as api:
         # No mesh: only the experiments load the two cores.
         r = api.patch("/api/v1/org", headers={"Authorization": f"Bearer {org.api_key}"},
                       json={"mesh_settings": {"enabled": False}})
         assert r.status_code == 200, r.text
-    agents = {name: Agent(binaries["agent"], tmp_path, f"tput-{name}", api_server.base_url,
-                          org.enrollment_token, region)
+    agents = {name: AgentProcess(binaries["agent"], tmp_path, f"tput-{name}",
+                                 api_server.base_url, org.enrollment_token, region=region,
+                                 zone=f"{region}-a", throughput=True)
               for name, region in (("tcp-a", "eu"), ("tcp-b", "us"), ("udp-a", "eu"),
                                    ("udp-b", "us"))}
     try:
         yield org, agents
     finally:
         for a in agents.values():
-            a.stop()
+            a.kill()
 
 
 def within(got: float, want: float, frac: float = 0.05) -> bool:
@@ -159,7 +100,7 @@ def within(got: float, want: float, frac: float = 0.05) -> bool:
 
 
 def test_experiments_through_a_shaper_store_its_rates_and_its_switch_within_5_percent(
-        stack: tuple[OrgCredentials, dict[str, Agent]], binaries: dict[str, Path],
+        stack: tuple[OrgCredentials, dict[str, AgentProcess]], binaries: dict[str, Path],
         api_server: ApiServer, db: Engine, tmp_path: Path,
         request: pytest.FixtureRequest) -> None:
     org, agents = stack

@@ -3,6 +3,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { test } from "node:test";
 import { chromium } from "playwright-core";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -45,7 +46,7 @@ export async function launch() {
  * Opens `url` and signs in. On a loaded machine the first load can stall: the page is reloaded
  * while the sign-in form has not appeared, and a failure says what the page showed instead.
  */
-export async function signIn(page, url, email, password, timeoutMs = 90_000) {
+export async function signIn(page, url, email, password, timeoutMs = 90_000, { beforeSubmit } = {}) {
   const deadline = Date.now() + timeoutMs;
   const form = page.getByLabel("Email");
   for (;;) {
@@ -63,7 +64,42 @@ export async function signIn(page, url, email, password, timeoutMs = 90_000) {
   }
   await form.fill(email);
   await page.getByLabel("Password").fill(password);
+  await beforeSubmit?.();
   await page.getByRole("button", { name: "Sign in" }).click();
+}
+
+/**
+ * A feature file's `step` (a test that leaves a "fail-<failPrefix><name>.png" screenshot of the
+ * page when it fails, with `explain()`'s text added to the failure) and `shot` (a full-page
+ * screenshot named "<shotPrefix><name>.png"), both in `dir`. `page` is a getter: the page is made
+ * in the suite's `before`.
+ */
+export function steps({ dir, page, shotPrefix = "", failPrefix = "", explain }) {
+  const shot = (name) => page().screenshot({ path: join(dir, `${shotPrefix}${name}.png`), fullPage: true });
+  const step = (name, fn) =>
+    test(name, async (t) => {
+      try {
+        await fn(t);
+      } catch (e) {
+        const slug = name.replace(/[^a-z0-9]+/gi, "-").slice(0, 60);
+        await page()?.screenshot({ path: join(dir, `fail-${failPrefix}${slug}.png`), fullPage: true }).catch(() => {});
+        const more = explain?.();
+        if (more) e.message += `\n${more}`;
+        throw e;
+      }
+    });
+  return { shot, step };
+}
+
+/** Polls `probe` every 100 ms until it returns a truthy value (returned), or fails naming `what`. */
+export async function until(page, what, probe, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await page.waitForTimeout(100);
+  }
 }
 
 /** The last `bytes` of each of a stack's service logs, for a failure's message. */

@@ -88,8 +88,22 @@ export function benchFleet() {
   return out;
 }
 
+// A connection the server closed while idle can fail the request reusing it (a keep-alive race):
+// such a request (almost always) never reached the server, so it is sent again on a new one.
+const REUSED_SOCKET_CLOSED = new Set(["UND_ERR_SOCKET", "ECONNRESET", "EPIPE"]);
+
 async function http(url, opts = {}) {
-  const res = await fetch(url, opts);
+  let res;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      res = await fetch(url, opts);
+      break;
+    } catch (e) {
+      const code = e.cause?.code;
+      if (attempt < 3 && REUSED_SOCKET_CLOSED.has(code)) continue;
+      throw new Error(`${opts.method ?? "GET"} ${url}: ${e.message} (${code ?? e.cause?.message ?? "no cause"})`, { cause: e });
+    }
+  }
   const text = await res.text();
   let body;
   try {
