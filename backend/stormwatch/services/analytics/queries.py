@@ -975,30 +975,33 @@ async def load_levels(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Fi
             parts.append((j, np.frombuffer(r[nk + 1], dtype=">f8").astype(np.float64), v,
                           np.ones(v.size)))
     else:
+        # One row per series with its columns packed as big-endian float8 (as the raw path):
+        # a fleet's day of minute rows is ~350 000 rows, too many to build as Python tuples.
+        def packed(expr: str) -> str:
+            return f"string_agg(float8send(coalesce(({expr})::float8, 'NaN')), ''::bytea)"
+
+        value_cols = (f"{packed(f'{prefix}_half_medians[1]')}, "
+                      f"{packed(f'{prefix}_half_medians[2]')}" if halves
+                      else packed(f"{prefix}_median"))
         rows = (await session.execute(text(
-            f"SELECT {keys_sql}, extract(epoch FROM bucket_start)::float8, {prefix}_count, "
-            f"{prefix}_median, {prefix}_half_medians FROM {spec.table} WHERE org_id = :org "
+            f"SELECT {keys_sql}, {packed('extract(epoch FROM bucket_start)')}, "
+            f"{packed(f'{prefix}_count')}, {value_cols} FROM {spec.table} WHERE org_id = :org "
             f"AND bucket_s = {int(RES_SECONDS[source.resolution])} AND bucket_start >= :s "
-            f"AND bucket_start < :e AND {prefix}_median IS NOT NULL{conds}"), params)).all()
-        by_group: dict[int, list[Any]] = {}
+            f"AND bucket_start < :e AND {prefix}_median IS NOT NULL{conds} "
+            f"GROUP BY {keys_sql}"), params)).all()
         for r in rows:
             g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
             if g is None:
                 continue
-            by_group.setdefault(index.setdefault(g, len(index)), []).append(r)
-        for j, grows in by_group.items():
-            t0 = np.array([r[nk] for r in grows], dtype=np.float64)
-            n = np.array([r[nk + 1] or 0 for r in grows], dtype=np.float64)
+            j = index.setdefault(g, len(index))
+            t0, n, *vs = (np.frombuffer(b, dtype=">f8").astype(np.float64) for b in r[nk:])
+            n = np.nan_to_num(n, nan=0.0)
             if halves:
-                hv = np.array([[np.nan if x is None else x for x in (r[nk + 3] or (None, None))]
-                               for r in grows], dtype=np.float64).reshape(-1, 2)
                 # Each half carries about half the minute's samples.
                 parts.append((j, np.concatenate([t0, t0 + HALF_MINUTE]),
-                              np.concatenate([hv[:, 0], hv[:, 1]]), np.concatenate([n, n]) / 2))
+                              np.concatenate(vs), np.concatenate([n, n]) / 2))
             else:
-                v = np.array([np.nan if r[nk + 2] is None else r[nk + 2] for r in grows],
-                             dtype=np.float64)
-                parts.append((j, t0, v, n))
+                parts.append((j, t0, vs[0], n))
     start = int(source.start.timestamp()) // window_s * window_s
     end = int(math.ceil(source.end.timestamp() / window_s)) * window_s
     times = np.arange(start, end, window_s, dtype=np.int64)
