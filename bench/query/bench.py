@@ -518,7 +518,7 @@ def run_queries(base_url: str, api_key: str, fleet: FleetModel, now: datetime) -
                                    "tail_fraction": 0.05})],
     }
     budgets_ms = {"heatmap_24h": 150, "pair_7d": 150, "raw_summary_2m": 3000,
-                  "pair_page_6h_10hz": 1000}
+                  "pair_page_6h_10hz": 1000, "fleet_level_shifts_24h": 2000}
     with httpx.Client(base_url=base_url, headers=headers, timeout=120) as client:
         only = [c for c in os.environ.get("BENCH_CASES", "").split(",") if c]
         for name, make in cases.items():
