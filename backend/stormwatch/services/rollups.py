@@ -232,6 +232,11 @@ def _group_min_max(v: NDArray[np.float64], g: NDArray[np.int64], n_groups: int
     return mn, mx
 
 
+def _whole(v: NDArray[np.float64]) -> bool:
+    """Every value a whole number below 2**53, whose float sums are exact in any order."""
+    return bool(np.all((np.floor(v) == v) & (np.abs(v) < 2.0**53)))
+
+
 def stats_from_values(values: NDArray[np.float64], groups: NDArray[np.int64],
                       n_groups: int, late_half: NDArray[np.bool_] | None = None
                       ) -> StatColumns:
@@ -239,10 +244,17 @@ def stats_from_values(values: NDArray[np.float64], groups: NDArray[np.int64],
     second half of its minute), also the two half-minute medians."""
     ok = np.isfinite(values)
     v, g = values[ok], groups[ok]
+    h = None if late_half is None else late_half[ok].astype(np.int64)
+    if not (_whole(v) and (v.size == 0 or float(np.max(np.abs(v))) ** 2 * v.size < 2.0**53)):
+        # Float sums depend on the order of addition and raw rows come in no set order:
+        # sorted, a rerun writes the same bits (sums of whole numbers under 2**53, squares
+        # included, are exact in any order).
+        order = sort_by_group_then_value(g, v)
+        v, g = v[order], g[order]
+        h = None if h is None else h[order]
     median, mad = grouped_levels(v, g, n_groups)
     halves = None
-    if late_half is not None:
-        h = late_half[ok].astype(np.int64)
+    if h is not None:
         halves = grouped_weighted_medians(v, np.ones(v.size), g * 2 + h,
                                           2 * n_groups).reshape(n_groups, 2)
     count = np.bincount(g, minlength=n_groups).astype(np.int64)
@@ -264,8 +276,11 @@ def merge_stat_rows(groups: NDArray[np.int64], n_groups: int, count: NDArray[np.
     """Finer rows merged per group. Levels (when given) are the count-weighted medians of
     the finer rows' medians and deviations: robust levels, not exact medians."""
     c = np.bincount(groups, weights=count, minlength=n_groups).astype(np.int64)
-    t = np.bincount(groups, weights=total, minlength=n_groups).astype(np.float64)
-    t2 = np.bincount(groups, weights=total_sq, minlength=n_groups).astype(np.float64)
+    # As in stats_from_values: fractional sums are added in a set order, so reruns agree.
+    o = (slice(None) if _whole(total) and _whole(total_sq)
+         else np.lexsort((total_sq, total, groups)))
+    t = np.bincount(groups[o], weights=total[o], minlength=n_groups).astype(np.float64)
+    t2 = np.bincount(groups[o], weights=total_sq[o], minlength=n_groups).astype(np.float64)
     lo = np.full(n_groups, np.inf)
     hi = np.full(n_groups, -np.inf)
     np.minimum.at(lo, groups, np.where(np.isfinite(mn), mn, np.inf))

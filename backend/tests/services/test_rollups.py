@@ -569,3 +569,30 @@ def test_a_level_added_later_fills_its_history_from_the_newest_bucket_back(
         exact = np.quantile(kept, q, method="lower")
         got = merged.quantile(q)
         assert got is not None and abs(got - exact) / exact <= 0.01, (q, got, exact)
+
+
+def test_fractional_values_roll_up_to_the_same_bits_whatever_order_the_rows_come_in() -> None:
+    # Throughput rates are fractional: float sums depend on the order of addition, and
+    # PostgreSQL returns raw rows in no set order, so a rerun must not depend on it.
+    rng = np.random.default_rng(5)
+    v = rng.lognormal(np.log(4e8), 0.3, 5000)
+    g = rng.integers(0, 7, v.size)
+    late = rng.random(v.size) < 0.5
+    minute = rollups.stats_from_values(v, g, 7, late)
+    rows = np.arange(7) % 2  # the seven groups' rows merged into two coarser ones
+    merged = rollups.merge_stat_rows(rows, 2, minute.count.astype(np.float64), minute.minimum,
+                                     minute.maximum, minute.total, minute.total_sq,
+                                     minute.sketches)
+    for _ in range(3):
+        p = rng.permutation(v.size)
+        again = rollups.stats_from_values(v[p], g[p], 7, late[p])
+        assert again.total.tobytes() == minute.total.tobytes()
+        assert again.total_sq.tobytes() == minute.total_sq.tobytes()
+        assert again.sketches == minute.sketches
+        q = rng.permutation(7)
+        shuffled = rollups.merge_stat_rows(
+            rows[q], 2, minute.count[q].astype(np.float64), minute.minimum[q],
+            minute.maximum[q], minute.total[q], minute.total_sq[q],
+            [minute.sketches[i] for i in q])
+        assert shuffled.total.tobytes() == merged.total.tobytes()
+        assert shuffled.total_sq.tobytes() == merged.total_sq.tobytes()
