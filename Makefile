@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONPATH := $(CURDIR)/backend
 
-.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-demo bench-throughput client bootstrap
+.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-demo bench-throughput bench-storage client bootstrap
 
 run:
 	@scripts/run.sh
@@ -56,6 +56,11 @@ bench-advisors: bootstrap
 
 bench-alerts: bootstrap
 	$(PY) bench/alerts/run.py
+
+# Bytes per raw sample on each engine installed, for an hour of StormCloud's base workload
+# (issue 19); BENCH_STORAGE_ARGS="--minutes 10" for a shorter load.
+bench-storage: bootstrap
+	$(PY) bench/storage/run.py $(BENCH_STORAGE_ARGS)
 
 # The demo fleet's cost over 5 minutes of a steady `make run` (docs/demo.md).
 bench-demo: bootstrap

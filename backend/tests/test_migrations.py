@@ -19,8 +19,9 @@ def test_the_schema_is_on_the_engine_the_cluster_was_started_for(db, services):
         assert maintenance.storage_engine(c) == services.engine
         kinds = dict(c.execute(text(
             "SELECT relname, relkind FROM pg_class WHERE relname IN "
-            "('mesh_samples','quorum_samples','storage_samples','throughput_samples')")).all())
+            "('mesh_raw','quorum_samples','storage_samples','throughput_samples')")).all())
     # Partitioned tables on PostgreSQL; hypertables are plain parents of their chunks.
+    assert len(kinds) == 4
     assert set(kinds.values()) == ({"p"} if services.engine == "postgres" else {"r"})
 
 
@@ -43,12 +44,12 @@ def test_timescaledb_compresses_each_series_within_hours(db, services):
             "SELECT hypertable_name, config->>'compress_after' FROM timescaledb_information.jobs "
             "WHERE proc_name = 'policy_compression'")).all())
     assert segments == {
-        "mesh_samples": ["org_id", "src_agent_id", "dst_agent_id"],
+        "mesh_raw": ["series_id"],
         "quorum_samples": ["org_id", "agent_id", "group_name"],
         "storage_samples": ["org_id", "target_id", "agent_id"],
         "throughput_samples": ["org_id", "src_agent_id", "dst_agent_id"]}
     assert order == dict.fromkeys(segments, False)  # time DESC
-    assert chunks["mesh_samples"] == timedelta(hours=1)
+    assert chunks["mesh_raw"] == timedelta(hours=1)
     assert all(chunks[t] <= timedelta(hours=6) for t in segments)
     assert set(policies) == set(segments) and set(policies.values()) == {"01:00:00"}
 
@@ -121,22 +122,22 @@ def test_partitions_are_created_ahead_and_old_ones_dropped(db, services):
         pytest.skip("native partitions are the plain-PostgreSQL path")
     with db.begin() as c:
         # Older than any org may keep raw samples, whatever other tests set.
-        c.execute(text("SELECT sw_ensure_partitions('mesh_samples', now() - interval '100 days', "
+        c.execute(text("SELECT sw_ensure_partitions('mesh_raw', now() - interval '100 days', "
                        "now() - interval '99 days')"))
         old_day = (datetime.now(UTC) - timedelta(days=100)).strftime("%Y%m%d")
         assert c.execute(text("SELECT to_regclass(:n)"),
-                         {"n": f"mesh_samples_p{old_day}"}).scalar() is not None
+                         {"n": f"mesh_raw_p{old_day}"}).scalar() is not None
         maintenance.ensure_partitions(c, days_ahead=5)
         ahead = (datetime.now(UTC) + timedelta(days=5)).strftime("%Y%m%d")
         assert c.execute(text("SELECT to_regclass(:n)"),
                          {"n": f"quorum_samples_p{ahead}"}).scalar() is not None
         removed = maintenance.enforce_raw_retention(c)
-        assert removed["mesh_samples"] >= 2
+        assert removed["mesh_raw"] >= 2
         assert c.execute(text("SELECT to_regclass(:n)"),
-                         {"n": f"mesh_samples_p{old_day}"}).scalar() is None
+                         {"n": f"mesh_raw_p{old_day}"}).scalar() is None
         today = datetime.now(UTC).strftime("%Y%m%d")
         assert c.execute(text("SELECT to_regclass(:n)"),
-                         {"n": f"mesh_samples_p{today}"}).scalar() is not None
+                         {"n": f"mesh_raw_p{today}"}).scalar() is not None
 
 
 def test_migrating_a_fresh_database_logs_the_storage_choice(services):
@@ -211,3 +212,84 @@ def test_minute_rollups_of_a_series_are_read_through_its_covering_index(db):
             "e": datetime.now(UTC), "srcs": [uuid.uuid4()]}).scalars())
     assert "Index Only Scan using ix_mesh_rollups_minute_series" in plan, plan
     assert "ix_mesh_rollups_minute_large" in plan, plan
+
+
+def _alembic(url: str, *args: str) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "alembic", "-c", str(repo / "migrations" / "alembic.ini"),
+                    *args], env={**os.environ, "DATABASE_URL": url}, cwd=repo,
+                   capture_output=True, text=True, check=True)
+
+
+def test_compact_mesh_rows_keep_every_existing_sample_through_upgrade_and_downgrade(services):
+    import psycopg
+
+    name = f"compact_{uuid.uuid4().hex[:8]}"
+    admin = f"host=127.0.0.1 port={services.pg.port} user=stormwatch"
+    with psycopg.connect(f"{admin} dbname=postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = services.database_url.rsplit("/", 1)[0] + f"/{name}"
+    _alembic(url, "upgrade", "0013_throughput")
+    org, a, b = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    now = datetime.now(UTC).replace(microsecond=123456)
+    # Two orgs' series, a loss, two payload sizes and a sample from two days ago.
+    rows = [(now - timedelta(seconds=i), org, a, b, i, 64, 300 + i, 0) for i in range(5)]
+    rows += [(now, org, a, b, 9, 1024, 800, 0), (now, org, b, a, 3, 64, None, 1),
+             (now - timedelta(days=2), org, b, b, 1, 64, 40, 0),
+             (now, uuid.uuid4(), a, b, 0, 64, 7, 0)]
+    cols = "time, org_id, src_agent_id, dst_agent_id, round, payload_bytes, rtt_us, status"
+    with psycopg.connect(f"{admin} dbname={name}", autocommit=True) as conn, conn.cursor() as cur:
+        cur.executemany(f"INSERT INTO mesh_samples ({cols}) VALUES "
+                        "(%s, %s, %s, %s, %s, %s, %s, %s)", rows)
+
+    def stored() -> list[tuple]:
+        with psycopg.connect(f"{admin} dbname={name}") as conn:
+            return conn.execute(f"SELECT {cols} FROM mesh_samples ORDER BY 1, 5, 6").fetchall()
+
+    before = stored()
+    assert len(before) == len(rows)
+    _alembic(url, "upgrade", "0014_compact_mesh_rows")
+    assert stored() == before
+    with psycopg.connect(f"{admin} dbname={name}") as conn:
+        kinds = dict(conn.execute("SELECT relname, relkind FROM pg_class WHERE relname IN "
+                                  "('mesh_samples', 'mesh_raw', 'mesh_series')").fetchall())
+        assert kinds == {"mesh_samples": "v", "mesh_raw": "p", "mesh_series": "r"}
+        assert conn.execute("SELECT count(*) FROM mesh_series").fetchone()[0] == 5
+        # Old-style rows still go in through the view, under an existing or a new series.
+        conn.execute(f"INSERT INTO mesh_samples ({cols}) VALUES (%s, %s, %s, %s, 99, 64, 5, 0),"
+                     " (%s, %s, %s, %s, 98, 65, 6, 0)", (now, org, a, b, now, org, a, b))
+        assert conn.execute("SELECT count(*) FROM mesh_series").fetchone()[0] == 6
+        conn.commit()
+    after = stored()
+    assert len(after) == len(rows) + 2
+    _alembic(url, "downgrade", "0013_throughput")
+    assert stored() == after
+    with psycopg.connect(f"{admin} dbname={name}") as conn:
+        assert conn.execute("SELECT relkind FROM pg_class WHERE relname = 'mesh_samples'"
+                            ).fetchone()[0] == "p"
+
+
+def test_raw_mesh_reads_of_a_series_or_an_org_use_the_series_index(db):
+    """mesh_raw has one b-tree, on (series_id, time): a pair's raw window and an org's raw
+    window are both range scans of it through the series table."""
+    with db.connect() as c:
+        c.execute(text("SET LOCAL enable_seqscan = off"))
+        args = {"o": str(uuid.uuid4()), "a": str(uuid.uuid4()),
+                "s": datetime.now(UTC) - timedelta(minutes=15), "e": datetime.now(UTC)}
+        for where in ("org_id = CAST(:o AS uuid) AND src_agent_id = CAST(:a AS uuid)",
+                      "org_id = CAST(:o AS uuid)"):
+            plan = "\n".join(c.execute(text(
+                f"EXPLAIN SELECT time, rtt_us FROM mesh_samples WHERE {where} "
+                "AND time >= :s AND time < :e"), args).scalars())
+            # each daily partition's copy of ix_mesh_raw_series, probed per series of the org
+            assert "Nested Loop" in plan and "_series_id_time_idx" in plan, plan
+        indexes = c.execute(text("SELECT indexdef FROM pg_indexes WHERE tablename = 'mesh_raw'"
+                                 )).scalars().all()
+    assert sorted(indexes) == sorted([
+        "CREATE INDEX ix_mesh_raw_series ON ONLY public.mesh_raw USING btree (series_id, \"time\")",
+        "CREATE INDEX ix_mesh_raw_time ON ONLY public.mesh_raw USING brin (\"time\")"])

@@ -3,7 +3,7 @@
 Starts its own PostgreSQL, Redis and API (uvicorn with --api-workers workers, as `make run`
 does), enrolls a fleet, and prepares realistic columnar mesh batches (StormCloud's workload:
 one sample per peer per round, 0.1% losses). Then, for each of --rounds rounds, it measures
-two phases, alternating which goes first, each starting from the same state (mesh_samples
+two phases, alternating which goes first, each starting from the same state (mesh_raw
 and ingest_batches emptied, then CHECKPOINT, so neither phase pays for the other's rows or
 dirty pages):
 
@@ -57,11 +57,12 @@ from stormwatch.devtools.services import (
     wait_for_port,
 )
 from stormwatch.services.ingest import (
-    MESH_COLUMNS,
+    MESH_RAW_COLUMNS,
     make_limits,
     mesh_copy_data,
     parse_batch,
 )
+from stormwatch.services.ingest_store import mesh_series_ids
 
 
 def make_batch(agent_id: str, peers: list[str], rounds: int, start_us: int) -> dict:
@@ -125,8 +126,8 @@ async def raw_copy(dsn: str, streams: list[bytes], concurrency: int) -> float:
             except asyncio.QueueEmpty:
                 return
             async with conn.transaction():
-                await conn.copy_to_table("mesh_samples", source=memoryview(data),
-                                         columns=list(MESH_COLUMNS), format="binary")
+                await conn.copy_to_table("mesh_raw", source=memoryview(data),
+                                         columns=list(MESH_RAW_COLUMNS), format="binary")
 
     try:
         start = time.perf_counter()
@@ -137,11 +138,25 @@ async def raw_copy(dsn: str, streams: list[bytes], concurrency: int) -> float:
             await c.close()
 
 
+async def encode_streams(dsn: str, org_id: uuid.UUID, batches: list[dict],
+                         limits: object) -> list[bytes]:
+    """The batches as mesh_raw COPY streams, with the series ids ingest would look up."""
+    conn = await asyncpg.connect(dsn)
+    try:
+        out = []
+        for b in batches:
+            parsed = parse_batch(b, limits)  # type: ignore[arg-type]
+            out.append(mesh_copy_data(parsed, await mesh_series_ids(conn, org_id, parsed)))
+        return out
+    finally:
+        await conn.close()
+
+
 async def reset(dsn: str) -> None:
     """The same starting state for every phase: no samples, no batch ids, clean buffers."""
     conn = await asyncpg.connect(dsn)
     try:
-        await conn.execute("TRUNCATE mesh_samples, ingest_batches")
+        await conn.execute("TRUNCATE mesh_raw, ingest_batches")
         await conn.execute("CHECKPOINT")
     finally:
         await conn.close()
@@ -229,7 +244,7 @@ def measure(args: argparse.Namespace, pg: PostgresServer, redis: RedisServer) ->
                 tokens.append(token)
         total = sum(len(b["mesh"]["time_us"]) for b in batches)
         limits = make_limits(datetime.now(UTC), 14, 300, 600_000_000)
-        streams = [mesh_copy_data(parse_batch(b, limits), org_id) for b in batches]
+        streams = asyncio.run(encode_streams(dsn, org_id, batches, limits))
 
         def http_jobs() -> list[tuple[str, bytes]]:
             # Fresh batch ids each round, or the API would answer "duplicate" and skip work.

@@ -120,28 +120,24 @@ def pg_ts(t: datetime) -> int:
     return int((t - PG_EPOCH).total_seconds() * 1_000_000)
 
 
-RAW_OK = np.dtype([("nf", ">i2"), ("l0", ">i4"), ("time", ">i8"), ("l1", ">i4"), ("org", "V16"),
-                   ("l2", ">i4"), ("src", "V16"), ("l3", ">i4"), ("dst", "V16"),
-                   ("l4", ">i4"), ("round", ">i8"), ("l5", ">i4"), ("payload", ">i4"),
-                   ("l6", ">i4"), ("rtt", ">i4"), ("l7", ">i4"), ("status", ">i2")])
+# mesh_raw's binary COPY rows (time, series_id, rtt_us, round, status), migration 0014.
+RAW_OK = np.dtype([("nf", ">i2"), ("l0", ">i4"), ("time", ">i8"), ("l1", ">i4"),
+                   ("series", ">i4"), ("l2", ">i4"), ("rtt", ">i4"), ("l3", ">i4"),
+                   ("round", ">i8"), ("l4", ">i4"), ("status", ">i2")])
 RAW_LOST = np.dtype([d for d in RAW_OK.descr if d[0] != "rtt"])
+RAW_COPY = "COPY mesh_raw (time, series_id, rtt_us, round, status) FROM STDIN (FORMAT BINARY)"
 
 
-def raw_records(dtype: np.dtype, times: np.ndarray, org: bytes, src_ids: np.ndarray,
-                dst_ids: np.ndarray, rounds: np.ndarray, rtt: np.ndarray | None,
-                status: int) -> bytes:
+def raw_records(dtype: np.dtype, times: np.ndarray, series: np.ndarray, rounds: np.ndarray,
+                rtt: np.ndarray | None, status: int) -> bytes:
     rec = np.zeros(times.size, dtype=dtype)
-    rec["nf"] = 8
-    for name, ln in (("l0", 8), ("l1", 16), ("l2", 16), ("l3", 16), ("l4", 8), ("l5", 4),
-                     ("l7", 2)):
+    rec["nf"] = 5
+    for name, ln in (("l0", 8), ("l1", 4), ("l3", 8), ("l4", 2)):
         rec[name] = ln
-    rec["l6"] = 4 if rtt is not None else -1
+    rec["l2"] = 4 if rtt is not None else -1
     rec["time"] = times
-    rec["org"] = org
-    rec["src"] = src_ids
-    rec["dst"] = dst_ids
+    rec["series"] = series
     rec["round"] = rounds
-    rec["payload"] = 1024
     if rtt is not None:
         rec["rtt"] = rtt
     rec["status"] = status
@@ -214,16 +210,18 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
     ids = [a["id"] for a in fleet.agents]
     src_u = [ids[i] for i in fleet.src]
     dst_u = [ids[i] for i in fleet.dst]
-    src_b = np.array([u.bytes for u in src_u], dtype="V16")
-    dst_b = np.array([u.bytes for u in dst_u], dtype="V16")
-    org_b = org_id.bytes
     stats = {"raw_rows": 0, "rollup_rows": 0}
     computed = datetime.now(UTC)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SELECT sw_ensure_partitions('mesh_samples', %s, %s)",
+        conn.execute("SELECT sw_ensure_partitions('mesh_raw', %s, %s)",
                      (raw_from - timedelta(days=1), now + timedelta(days=1)))
-        for ix in ("ix_mesh_samples_0", "ix_mesh_samples_1"):
+        for ix in ("ix_mesh_raw_series", "ix_mesh_raw_time"):
             conn.execute(f"DROP INDEX IF EXISTS {ix}")
+        # Every pair's mesh series id (ingest creates them as a pair's first batch arrives).
+        series = np.array([conn.execute(
+            "INSERT INTO mesh_series (org_id, src_agent_id, dst_agent_id, payload_bytes) "
+            "VALUES (%s, %s, %s, 1024) RETURNING id", (org_id, s_, d_)).fetchone()[0]
+            for s_, d_ in zip(src_u, dst_u, strict=True)], dtype=np.int32)
         writer = CopyWriter(dsn)
         day_hours: list[tuple[np.ndarray, ...]] = []
         hours = int((end_hour - start_hour).total_seconds() // 3600)
@@ -313,13 +311,12 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
                 ok = ~lost.ravel()
                 rounds = (h * 3600 + sec).astype(np.int64)
                 buf = [COPY_HEADER,
-                       raw_records(RAW_OK, times[ok], org_b, src_b[pair_idx[ok]],
-                                   dst_b[pair_idx[ok]], rounds[ok],
+                       raw_records(RAW_OK, times[ok], series[pair_idx[ok]], rounds[ok],
                                    rtt.ravel()[ok].astype(np.int32), 0),
-                       raw_records(RAW_LOST, times[~ok], org_b, src_b[pair_idx[~ok]],
-                                   dst_b[pair_idx[~ok]], rounds[~ok], None, 1),
+                       raw_records(RAW_LOST, times[~ok], series[pair_idx[~ok]], rounds[~ok],
+                                   None, 1),
                        COPY_TRAILER]
-                writer.put("COPY mesh_samples FROM STDIN (FORMAT BINARY)", buf)
+                writer.put(RAW_COPY, buf)
                 stats["raw_rows"] += times.size
             if t0 >= end_hour - timedelta(hours=FAST_HOURS):
                 # The fast pair's other 9 rounds of each second (rollups keep its 1/s rows).
@@ -334,19 +331,18 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
                 frounds = 10_000_000 + (h * 3600 + fsec) * FAST_RATE + k
                 n_f = ftimes.size
                 buf = [COPY_HEADER,
-                       raw_records(RAW_OK, ftimes, org_b, np.full(n_f, src_b[fp]),
-                                   np.full(n_f, dst_b[fp]), frounds.astype(np.int64), frtt, 0),
+                       raw_records(RAW_OK, ftimes, np.full(n_f, series[fp]),
+                                   frounds.astype(np.int64), frtt, 0),
                        COPY_TRAILER]
-                writer.put("COPY mesh_samples FROM STDIN (FORMAT BINARY)", buf)
+                writer.put(RAW_COPY, buf)
                 stats["raw_rows"] += n_f
             if h % 12 == 0 or h == hours - 1:
                 log(f"generated hour {h + 1}/{hours}: {stats['rollup_rows']:,} rollup rows, "
                     f"{stats['raw_rows']:,} raw rows")
         writer.close()
         log("indexing raw samples")
-        conn.execute("CREATE INDEX ix_mesh_samples_0 ON mesh_samples "
-                     "(org_id, src_agent_id, dst_agent_id, time DESC)")
-        conn.execute("CREATE INDEX ix_mesh_samples_1 ON mesh_samples (org_id, time DESC)")
+        conn.execute("CREATE INDEX ix_mesh_raw_series ON mesh_raw (series_id, time)")
+        conn.execute("CREATE INDEX ix_mesh_raw_time ON mesh_raw USING brin (time)")
         log("day-to-date sketches of the hourly rows (product code)")
         from sqlalchemy import create_engine
         from stormwatch.services.rollups import refresh_day_to_date
@@ -359,7 +355,8 @@ def generate(dsn: str, org_id: uuid.UUID, fleet: FleetModel, now: datetime) -> d
             day += timedelta(days=1)
         engine.dispose()
         conn.execute("VACUUM ANALYZE mesh_rollups")
-        conn.execute("ANALYZE mesh_samples")
+        conn.execute("ANALYZE mesh_raw")
+        conn.execute("ANALYZE mesh_series")
         # Write the load back now, so the timed queries do not share the disk with it.
         conn.execute("CHECKPOINT")
     return stats

@@ -61,7 +61,7 @@ def main() -> None:
             "(i::bigint * 7919) %% 500 END, CASE WHEN i %% 1000 = 0 THEN 1 ELSE 0 END "
             "FROM generate_series(1, %s) i, (SELECT %s::uuid[] AS a) x",
             (args.hours * 3600, org, args.pairs, args.pairs, args.samples, agents))
-        conn.execute("ANALYZE mesh_samples")
+        conn.execute("ANALYZE mesh_raw, mesh_series")
         print(f"loaded {args.samples} samples over {args.hours} h in "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
         start_ms = backlog_ms(conn)

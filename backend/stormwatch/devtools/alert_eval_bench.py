@@ -58,7 +58,7 @@ def seed(database_url: str, rules: int, agents: int, now: datetime) -> dict[str,
                           if zone[s] != zone[d] else "same_subnet")
                     c.execute("INSERT INTO agent_pairs (org_id, src_agent_id, dst_agent_id, "
                               "topology_class) VALUES (%s, %s, %s, %s)", (org, s, d, tc))
-        c.execute("SELECT sw_ensure_partitions('mesh_samples', %s, %s)",
+        c.execute("SELECT sw_ensure_partitions('mesh_raw', %s, %s)",
                   (datetime.fromtimestamp(start, UTC) - timedelta(days=1),
                    datetime.fromtimestamp(newest_end, UTC) + timedelta(days=1)))
         n = 2 * WINDOW_S * RATE_HZ

@@ -15,9 +15,12 @@ from stormwatch.models.notifications import (
 )
 from stormwatch.models.org import ApiKey, Org, User, UserSession
 from stormwatch.models.samples import (
+    RAW_ORG_FILTER,
     RAW_TABLES,
     IngestBatch,
+    mesh_raw,
     mesh_samples,
+    mesh_series,
     quorum_samples,
     storage_samples,
     throughput_samples,
@@ -31,6 +34,7 @@ from stormwatch.models.throughput import (
 
 __all__ = [
     "AdvisorResult",
+    "RAW_ORG_FILTER",
     "RAW_TABLES",
     "TOPOLOGY_CLASSES",
     "Agent",
@@ -59,7 +63,9 @@ __all__ = [
     "ThroughputSettings",
     "User",
     "UserSession",
+    "mesh_raw",
     "mesh_samples",
+    "mesh_series",
     "quorum_samples",
     "storage_samples",
     "throughput_samples",

@@ -22,6 +22,31 @@ from stormwatch.models.base import Base, created_at_col
 
 metadata = Base.metadata
 
+# A mesh series (org, source, destination, payload size) by a small integer id, so a raw
+# mesh row carries 4 bytes of key instead of three uuids and a size (migration 0014).
+mesh_series = Table(
+    "mesh_series",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("org_id", Uuid, nullable=False),
+    Column("src_agent_id", Uuid, nullable=False),
+    Column("dst_agent_id", Uuid, nullable=False),
+    Column("payload_bytes", Integer, nullable=False),
+)
+
+# The stored raw mesh rows; column order keeps a row free of alignment padding.
+mesh_raw = Table(
+    "mesh_raw",
+    metadata,
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("series_id", Integer, nullable=False),
+    Column("rtt_us", Integer),  # NULL for a loss, timeout or error
+    Column("round", BigInteger, nullable=False),
+    Column("status", SmallInteger, nullable=False),  # 0 ok 1 timeout 2 refused 3 error 4 corrupt
+)
+
+# A view: mesh_raw joined to mesh_series, with the columns every reader uses. It takes
+# INSERTs and COPY (a trigger files each row under its series); ingest writes mesh_raw.
 mesh_samples = Table(
     "mesh_samples",
     metadata,
@@ -31,8 +56,9 @@ mesh_samples = Table(
     Column("dst_agent_id", Uuid, nullable=False),
     Column("round", BigInteger, nullable=False),
     Column("payload_bytes", Integer, nullable=False),
-    Column("rtt_us", Integer),  # NULL for a loss, timeout or error
-    Column("status", SmallInteger, nullable=False),  # 0 ok 1 timeout 2 refused 3 error 4 corrupt
+    Column("rtt_us", Integer),
+    Column("status", SmallInteger, nullable=False),
+    info={"is_view": True},
 )
 
 quorum_samples = Table(
@@ -87,7 +113,10 @@ throughput_samples = Table(
     Column("jitter_us", BigInteger),
 )
 
-RAW_TABLES = ("mesh_samples", "quorum_samples", "storage_samples", "throughput_samples")
+# The stored (partitioned) raw tables: partitions, retention and per-org deletes go by these.
+RAW_TABLES = ("mesh_raw", "quorum_samples", "storage_samples", "throughput_samples")
+# How a raw table's rows are matched to an org (:o); mesh rows know theirs by series.
+RAW_ORG_FILTER = {"mesh_raw": "series_id IN (SELECT id FROM mesh_series WHERE org_id = :o)"}
 
 
 class IngestBatch(Base):

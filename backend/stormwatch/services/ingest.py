@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from numpy.typing import NDArray
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -519,31 +520,36 @@ def _field(name: str, size: int, kind: str) -> list[tuple[str, str]]:
 
 def _mesh_row_dtype(with_rtt: bool) -> np.dtype:
     fields: list[tuple[str, str]] = [("nfields", ">i2")]
-    fields += _field("time", 0, ">i8") + _field("org_id", 16, "") + _field("src", 16, "")
-    fields += _field("dst", 16, "") + _field("round", 0, ">i8") + _field("payload", 0, ">i4")
+    fields += _field("time", 0, ">i8") + _field("series", 0, ">i4")
     fields += _field("rtt", 0, ">i4") if with_rtt else [("rtt_len", ">i4")]
-    fields += _field("status", 0, ">i2")
+    fields += _field("round", 0, ">i8") + _field("status", 0, ">i2")
     return np.dtype(fields)  # packed: no padding between fields, as COPY wants
 
 
 _MESH_ROW = {True: _mesh_row_dtype(True), False: _mesh_row_dtype(False)}
 
 
-def _uuid_bytes(ids: Sequence[uuid.UUID]) -> np.ndarray:
-    return np.frombuffer(b"".join(u.bytes for u in ids), dtype="V16")
+def mesh_series_keys(batch: ParsedBatch
+                     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """The batch's distinct mesh series as (peer index, payload bytes) arrays, and for every
+    row the index of its series among them."""
+    m = batch.mesh
+    assert m is not None
+    # payload_bytes is at most 64 MiB (parse_batch), so both fit one int64 key.
+    key = m["peer_idx"].astype(np.int64) << 32 | m["payload_bytes"].astype(np.int64)
+    uniq, inverse = np.unique(key, return_inverse=True)
+    return uniq >> 32, uniq & 0xFFFF_FFFF, inverse.astype(np.int64)
 
 
-def mesh_copy_data(batch: ParsedBatch, org_id: uuid.UUID) -> bytes:
-    """The mesh section as one binary COPY stream for MESH_COLUMNS, built with numpy.
+def mesh_copy_data(batch: ParsedBatch, series_ids: NDArray[np.int32]) -> bytes:
+    """The mesh section as one binary COPY stream for MESH_RAW_COLUMNS, built with numpy;
+    `series_ids` is every row's mesh_series id.
 
     Rows with and without an RTT have different layouts (a NULL is a -1 length and no
     value), so each group is one fixed-width record array; rows go in as two runs.
     """
     m = batch.mesh
     assert m is not None
-    dst_all = _uuid_bytes(m["peers"])[m["peer_idx"]]
-    org = np.frombuffer(org_id.bytes, dtype="V16")[0]
-    src = np.frombuffer(batch.agent_id.bytes, dtype="V16")[0]
     has_rtt = ~np.isnan(m["rtt_us"])
     parts = [COPY_HEADER]
     for with_rtt in (True, False):
@@ -553,28 +559,25 @@ def mesh_copy_data(batch: ParsedBatch, org_id: uuid.UUID) -> bytes:
             continue
         dtype = _MESH_ROW[with_rtt]
         rows = np.empty(n, dtype=dtype)
-        rows["nfields"] = len(MESH_COLUMNS)
+        rows["nfields"] = len(MESH_RAW_COLUMNS)
         for name in dtype.names or ():
             if name.endswith("_len") and name[:-4] in (dtype.names or ()):
                 rows[name] = dtype[name[:-4]].itemsize
         rows["time"] = m["time_us"][sel] - PG_EPOCH_US
-        rows["org_id"] = org
-        rows["src"] = src
-        rows["dst"] = dst_all[sel]
-        rows["round"] = m["round"][sel]
-        rows["payload"] = m["payload_bytes"][sel]
+        rows["series"] = series_ids[sel]
         if with_rtt:
             rows["rtt"] = m["rtt_us"][sel]
         else:
             rows["rtt_len"] = -1
+        rows["round"] = m["round"][sel]
         rows["status"] = m["status"][sel]
         parts.append(rows.tobytes())
     parts.append(COPY_TRAILER)
     return b"".join(parts)
 
 
-MESH_COLUMNS = ("time", "org_id", "src_agent_id", "dst_agent_id", "round", "payload_bytes",
-                "rtt_us", "status")
+# The columns of mesh_raw that ingest writes, in the order of mesh_copy_data's fields.
+MESH_RAW_COLUMNS = ("time", "series_id", "rtt_us", "round", "status")
 QUORUM_COLUMNS = ("time", "org_id", "agent_id", "group_name", "round", "k", "n", "latency_us",
                   "status")
 STORAGE_COLUMNS = ("time", "org_id", "agent_id", "target_id", "op", "variant", "content",

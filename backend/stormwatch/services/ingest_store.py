@@ -12,13 +12,14 @@ from numpy.typing import NDArray
 
 from stormwatch.services.ingest import (
     EPOCH,
-    MESH_COLUMNS,
+    MESH_RAW_COLUMNS,
     QUORUM_COLUMNS,
     STORAGE_COLUMNS,
     THROUGHPUT_COLUMNS,
     BatchError,
     ParsedBatch,
     mesh_copy_data,
+    mesh_series_keys,
     quorum_records,
     storage_records,
     throughput_records,
@@ -26,7 +27,7 @@ from stormwatch.services.ingest import (
 from stormwatch.services.rollups import mark_minutes
 
 _known_partitions: set[tuple[str, int]] = set()
-_TABLE_FOR = {"mesh": "mesh_samples", "quorum": "quorum_samples", "storage": "storage_samples",
+_TABLE_FOR = {"mesh": "mesh_raw", "quorum": "quorum_samples", "storage": "storage_samples",
               "throughput": "throughput_samples"}
 
 
@@ -92,6 +93,35 @@ async def ensure_partitions(conn: asyncpg.Connection, batch: ParsedBatch) -> Non
             _known_partitions.add((table, day))
 
 
+_SERIES_IDS = (
+    "SELECT s.id, k.i FROM unnest($3::uuid[], $4::int[]) WITH ORDINALITY AS k(dst, payload, i) "
+    "JOIN mesh_series s ON s.org_id = $1 AND s.src_agent_id = $2 AND s.dst_agent_id = k.dst "
+    "AND s.payload_bytes = k.payload")
+
+
+async def mesh_series_ids(conn: asyncpg.Connection, org_id: uuid.UUID,
+                          batch: ParsedBatch) -> NDArray[np.int32]:
+    """Every mesh row's series id, creating the series first seen in this batch."""
+    assert batch.mesh is not None
+    peer_idx, payloads, inverse = mesh_series_keys(batch)
+    args = (org_id, batch.agent_id, [batch.mesh["peers"][i] for i in peer_idx.tolist()],
+            payloads.tolist())
+    rows = await conn.fetch(_SERIES_IDS, *args)
+    if len(rows) < len(peer_idx):
+        # Only missing series are inserted: a conflicting insert would still use up an id.
+        await conn.execute(
+            "INSERT INTO mesh_series (org_id, src_agent_id, dst_agent_id, payload_bytes) "
+            "SELECT $1, $2, k.dst, k.payload FROM unnest($3::uuid[], $4::int[]) AS k(dst, payload)"
+            " WHERE NOT EXISTS (SELECT 1 FROM mesh_series s WHERE s.org_id = $1 AND "
+            "s.src_agent_id = $2 AND s.dst_agent_id = k.dst AND s.payload_bytes = k.payload) "
+            "ORDER BY 3, 4 ON CONFLICT DO NOTHING", *args)
+        rows = await conn.fetch(_SERIES_IDS, *args)
+    ids = np.zeros(len(peer_idx), dtype=np.int32)
+    for r in rows:
+        ids[r["i"] - 1] = r["id"]
+    return ids[inverse]
+
+
 async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
                       batch: ParsedBatch) -> tuple[bool, dict[str, int]]:
     """Writes the batch once. Returns (duplicate, accepted counts)."""
@@ -115,8 +145,10 @@ async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
         if counts["mesh"]:
             # The bulk of every batch: encoded by numpy straight into COPY's binary format
             # (a memoryview, since asyncpg would take plain bytes for a file name).
-            await conn.copy_to_table("mesh_samples", source=memoryview(
-                mesh_copy_data(batch, org_id)), columns=list(MESH_COLUMNS), format="binary")
+            series_ids = await mesh_series_ids(conn, org_id, batch)
+            await conn.copy_to_table("mesh_raw", source=memoryview(
+                mesh_copy_data(batch, series_ids)), columns=list(MESH_RAW_COLUMNS),
+                format="binary")
         jobs: list[tuple[str, tuple[str, ...], Any]] = [
             ("quorum_samples", QUORUM_COLUMNS, quorum_records if counts["quorum"] else None),
             ("storage_samples", STORAGE_COLUMNS, storage_records if counts["storage"] else None),

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, text
 
-from stormwatch.models import RAW_TABLES
+from stormwatch.models import RAW_ORG_FILTER, RAW_TABLES
 
 # The settings API's upper bound for raw_retention_days (schemas/accounts.py OrgUpdate) and
 # the TimescaleDB retention policy's interval (migration 0004): the three must agree.
@@ -60,10 +60,11 @@ def enforce_raw_retention(conn: Connection) -> dict[str, int]:
             removed += int(conn.execute(text(
                 "SELECT sw_drop_partitions_before(:t, :c)"),
                 {"t": table, "c": drop_before}).scalar() or 0)
+        org_filter = RAW_ORG_FILTER.get(table, "org_id = :o")
         for org_id, days in orgs:
             # Bounded below, so only the partitions that can hold such rows are scanned.
             removed += int(conn.execute(text(
-                f"DELETE FROM {table} WHERE org_id = :o AND time >= :f "  # noqa: S608
+                f"DELETE FROM {table} WHERE {org_filter} AND time >= :f "  # noqa: S608
                 "AND time < :c"),
                 {"o": org_id, "f": floor, "c": now - timedelta(days=days)}).rowcount or 0)
         out[table] = removed

@@ -607,13 +607,24 @@ def _set_watermark(conn: Connection, key: str, value: datetime) -> None:
         {"k": key, "v": value})
 
 
-def _oldest_raw_before(conn: Connection, kind_name: str, before: datetime) -> datetime | None:
-    """The oldest raw sample of a kind before `before`: one (org_id, time) index probe per org."""
+# What "the oldest raw sample of an org" probes: one (org_id, time) index probe per org, or,
+# for mesh rows (migration 0014: no org column, one (series_id, time) b-tree), one per series.
+_OLDEST_PROBES = {"mesh": ("mesh_series g", "mesh_raw", "r.series_id = g.id")}
+
+
+def oldest_raw_sql(kind_name: str, time_cond: str) -> str:
+    """SQL for the oldest raw sample of a kind whose `r.time` meets `time_cond`, found by
+    index probes (per org, or per mesh series) rather than a scan."""
     kind = KINDS[kind_name]
-    return conn.execute(text(
-        f"SELECT min(f.t) FROM orgs o CROSS JOIN LATERAL (SELECT time AS t FROM {kind.raw_table} "
-        f"r WHERE r.org_id = o.id AND r.time < :b ORDER BY r.time LIMIT 1) f"),
-        {"b": before}).scalar()
+    outer, table, match = _OLDEST_PROBES.get(kind_name, ("orgs g", kind.raw_table,
+                                                         "r.org_id = g.id"))
+    return (f"SELECT min(f.t) FROM {outer} CROSS JOIN LATERAL (SELECT r.time AS t FROM {table} "
+            f"r WHERE {match} AND {time_cond} ORDER BY r.time LIMIT 1) f")
+
+
+def _oldest_raw_before(conn: Connection, kind_name: str, before: datetime) -> datetime | None:
+    """The oldest raw sample of a kind before `before` (index probes, oldest_raw_sql)."""
+    return conn.execute(text(oldest_raw_sql(kind_name, "r.time < :b")), {"b": before}).scalar()
 
 
 def claim_minutes(conn: Connection, kind_name: str, now: datetime | None = None) -> datetime:
@@ -803,18 +814,16 @@ def run_minute_pass(engine: Engine, kind_name: str, now: datetime | None = None
 
 
 # Backlog per kind, for the health endpoint (polled, so index probes only): marked minutes,
-# the oldest of them, the watermark, and the oldest raw sample at or after the watermark (one
-# (org_id, time) index probe per org).
+# the oldest of them, the watermark, and the oldest raw sample at or after the watermark
+# (oldest_raw_sql's index probes).
 BACKLOG_SQL = " UNION ALL ".join(
     f"""SELECT '{name}' AS kind,
     (SELECT count(*) FROM rollup_dirty_minutes WHERE kind = '{name}') AS dirty_minutes,
     (SELECT min(minute) FROM rollup_dirty_minutes WHERE kind = '{name}') AS oldest_dirty,
     (SELECT rolled_until FROM rollup_watermarks WHERE kind = '{name}:60') AS rolled_until,
-    (SELECT min(f.t) FROM orgs o CROSS JOIN LATERAL (
-        SELECT r.time AS t FROM {kind.raw_table} r WHERE r.org_id = o.id AND r.time >= coalesce(
-            (SELECT rolled_until FROM rollup_watermarks WHERE kind = '{name}:60'), '-infinity')
-        ORDER BY r.time LIMIT 1) f) AS oldest_new"""
-    for name, kind in KINDS.items())
+    ({oldest_raw_sql(name, f"r.time >= coalesce((SELECT rolled_until FROM rollup_watermarks "
+                           f"WHERE kind = '{name}:60'), '-infinity')")}) AS oldest_new"""
+    for name in KINDS)
 
 
 @dataclass(frozen=True)

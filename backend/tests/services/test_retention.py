@@ -85,18 +85,18 @@ def test_raw_rows_older_than_the_org_s_setting_go_and_the_rest_stay(
     # Past the longest retention an org may set: a whole partition for the drop to take.
     old = datetime.now(UTC) - timedelta(days=maintenance.MAX_RAW_RETENTION_DAYS + 10)
     with db.begin() as conn:
-        conn.execute(text("SELECT sw_ensure_partitions('mesh_samples', :t, :t)"), {"t": old})
+        conn.execute(text("SELECT sw_ensure_partitions('mesh_raw', :t, :t)"), {"t": old})
         conn.execute(text(
             "INSERT INTO mesh_samples (time, org_id, src_agent_id, dst_agent_id, round, "
             "payload_bytes, rtt_us, status) VALUES (:t, :o, :a, :a, 0, 1024, 500, 0)"),
             {"t": old, "o": default.org_id, "a": agents["default"][0].agent_id})
-    old_part = f"mesh_samples_p{old:%Y%m%d}"
+    old_part = f"mesh_raw_p{old:%Y%m%d}"
 
     assert _set_org(api, short, raw_retention_days=3)["raw_retention_days"] == 3
     assert _set_org(api, default)["raw_retention_days"] == 14  # the default
 
     removed = tasks["raw"].apply().get()
-    assert removed["mesh_samples"] >= 3 and removed["quorum_samples"] >= 2
+    assert removed["mesh_raw"] >= 3 and removed["quorum_samples"] >= 2
     for table in ("mesh_samples", "quorum_samples"):
         ages = _ages(db, table, short.org_id)
         assert len(ages) == 2 and all(a < 3 for a in ages), (table, ages)
