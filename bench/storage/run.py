@@ -262,14 +262,18 @@ def run_engine(engine: str, minutes: int, tmp: Path) -> dict[str, Any]:
             result: dict[str, Any] = {"n": n, "raw": raw, "rollups": int(rollups)}
             log(f"{engine}: rollups {rollup_rows:,} rows, {int(rollups) / n:.3f} B/sample")
             if engine == "timescaledb":
+                # mesh_raw since migration 0012, mesh_samples before it
+                hyper = conn.execute(
+                    "SELECT hypertable_name FROM timescaledb_information.hypertables WHERE "
+                    "hypertable_name IN ('mesh_raw', 'mesh_samples')").fetchone()[0]
                 settings = conn.execute(
                     "SELECT attname, segmentby_column_index, orderby_column_index, "
                     "orderby_asc FROM timescaledb_information.compression_settings "
-                    "WHERE hypertable_name = 'mesh_samples' ORDER BY attname").fetchall()
-                log(f"{engine}: compression settings from the migrations: {settings}")
+                    "WHERE hypertable_name = %s ORDER BY attname", (hyper,)).fetchall()
+                log(f"{engine}: compression settings of {hyper} from the migrations: {settings}")
                 t0 = time.perf_counter()
                 chunks = conn.execute("SELECT compress_chunk(c, if_not_compressed => true) "
-                                      "FROM show_chunks('mesh_samples') c").fetchall()
+                                      "FROM show_chunks(%s::regclass) c", (hyper,)).fetchall()
                 conn.execute("VACUUM ANALYZE")
                 result["compressed"] = relation_bytes(conn, True)
                 log(f"{engine}: compressed {len(chunks)} chunks in "
