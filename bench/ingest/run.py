@@ -223,7 +223,7 @@ def measure(args: argparse.Namespace, pg: PostgresServer, redis: RedisServer) ->
              "127.0.0.1", "--port", str(port), "--workers", str(args.api_workers),
              "--log-level", "warning", "--no-access-log"],
             env=env, cwd=REPO, start_new_session=True)
-        wait_for_port(port, 60, api)
+        wait_for_port(port, 300, api)  # a loaded machine can take minutes
         base = f"http://127.0.0.1:{port}"
         dsn = pg.url.replace("postgresql+asyncpg", "postgresql")
         agents = []
