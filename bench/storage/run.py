@@ -262,7 +262,7 @@ def run_engine(engine: str, minutes: int, tmp: Path) -> dict[str, Any]:
             result: dict[str, Any] = {"n": n, "raw": raw, "rollups": int(rollups)}
             log(f"{engine}: rollups {rollup_rows:,} rows, {int(rollups) / n:.3f} B/sample")
             if engine == "timescaledb":
-                # mesh_raw since migration 0012, mesh_samples before it
+                # mesh_raw since migration 0014, mesh_samples before it
                 hyper = conn.execute(
                     "SELECT hypertable_name FROM timescaledb_information.hypertables WHERE "
                     "hypertable_name IN ('mesh_raw', 'mesh_samples')").fetchone()[0]

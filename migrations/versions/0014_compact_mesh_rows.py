@@ -1,24 +1,25 @@
 """Compact mesh rows: a raw mesh sample costs about 90 bytes instead of about 290 (issue 19).
 
 A mesh series (org, source, destination, payload size) gets an integer id in mesh_series,
-and the raw rows go to mesh_raw (time, series_id, round, rtt_us, status): one 4-byte key
+and the raw rows go to mesh_raw (time, series_id, rtt_us, round, status): one 4-byte key
 instead of three uuids and a payload size per row. mesh_raw has one b-tree, on
 (series_id, time), which serves every raw read the product makes: a series' window, and an
-org's window as one range scan per series of the org; a BRIN index on time (a few pages for
-a day) serves the reads of every series at once (rollup sweeps, oldest sample). The old
-(org_id, src, dst, time) and (org_id, time) b-trees cost 180 bytes a sample between them.
+org's window as one range scan per series of the org (the analyses pick the series in
+mesh_series first, services/analytics/queries.py). On plain PostgreSQL a BRIN index on time
+(a few pages for a day) serves the reads of every series at once (rollup sweeps); on
+TimescaleDB the hour chunks do that.
 
-`mesh_samples` becomes a view with the old columns, so every reader keeps its SQL; an
-INSTEAD OF INSERT trigger lets tools and tests still insert (and COPY) old-style rows.
-Ingest writes mesh_raw directly (services/ingest_store.py).
+`mesh_samples` becomes a view with the old columns, for tools and ad-hoc SQL; an INSTEAD OF
+INSERT trigger lets them still insert (and COPY) old-style rows. Ingest writes mesh_raw.
 
-On TimescaleDB mesh_raw is a hypertable like the table it replaces (1-day chunks, the same
-compression and retention policies), compressed segment by series and ordered by time, so
-one series' samples compress together. Existing rows are converted.
+On TimescaleDB mesh_raw is the hypertable, with migration 0012's layout moved to it: hour
+chunks, compressed segment by series (one series' samples together) ordered by time DESC, a
+policy compressing chunks an hour after they end, and 0004's 90-day retention backstop.
+Existing rows are converted on both engines (compressed chunks are read back as rows).
 
 Revision ID: 0014_compact_mesh_rows
 Revises: 0013_throughput
-Create Date: 2026-11-23
+Create Date: 2026-11-24
 """
 
 import sqlalchemy as sa
@@ -29,9 +30,11 @@ down_revision = "0013_throughput"
 branch_labels = None
 depends_on = None
 
-# migration 0004's backstop, and migration 0001's compression delay
+# migration 0004's backstop; migration 0012's mesh chunks and compression policy
 RETENTION_BACKSTOP_DAYS = 90
-COMPRESS_AFTER = "2 days"
+MESH_CHUNK = "1 hour"
+COMPRESS_AFTER = "1 hour"
+SCHEDULE_INTERVAL = "30 minutes"
 
 VIEW = """
 CREATE VIEW mesh_samples AS
@@ -99,10 +102,10 @@ def upgrade() -> None:
     if timescale:
         op.execute(f"CREATE TABLE mesh_raw ({cols})")
         op.execute("SELECT create_hypertable('mesh_raw', 'time', chunk_time_interval => "
-                   "interval '1 day', create_default_indexes => false)")
+                   f"interval '{MESH_CHUNK}', create_default_indexes => false)")
         op.execute("ALTER TABLE mesh_raw SET (timescaledb.compress, "
                    "timescaledb.compress_segmentby = 'series_id', "
-                   "timescaledb.compress_orderby = 'time')")
+                   "timescaledb.compress_orderby = 'time DESC')")
     else:
         op.execute(f"CREATE TABLE mesh_raw ({cols}) PARTITION BY RANGE (time)")
         op.execute("SELECT sw_ensure_partitions('mesh_raw', now() - interval '15 days', "
@@ -124,14 +127,21 @@ def upgrade() -> None:
         AND s.dst_agent_id = m.dst_agent_id AND s.payload_bytes = m.payload_bytes
         ORDER BY m.time""")
     op.execute("CREATE INDEX ix_mesh_raw_series ON mesh_raw (series_id, time)")
-    op.execute("CREATE INDEX ix_mesh_raw_time ON mesh_raw USING brin (time)")
+    if not timescale:
+        op.execute("CREATE INDEX ix_mesh_raw_time ON mesh_raw USING brin (time)")
+    # Dropping the hypertable also removes its compression and retention jobs.
     op.execute("DROP TABLE mesh_samples CASCADE")
     op.execute(VIEW)
     op.execute(INSERT_TRIGGER)
     if timescale:
-        op.execute(f"SELECT add_compression_policy('mesh_raw', interval '{COMPRESS_AFTER}')")
-        op.execute("SELECT add_retention_policy('mesh_raw', drop_after => interval "
-                   f"'{RETENTION_BACKSTOP_DAYS} days')")
+        _policies("mesh_raw")
+
+
+def _policies(table: str) -> None:
+    op.execute(f"SELECT add_compression_policy('{table}', compress_after => interval "
+               f"'{COMPRESS_AFTER}', schedule_interval => interval '{SCHEDULE_INTERVAL}')")
+    op.execute(f"SELECT add_retention_policy('{table}', drop_after => interval "
+               f"'{RETENTION_BACKSTOP_DAYS} days')")
 
 
 def downgrade() -> None:
@@ -144,9 +154,10 @@ def downgrade() -> None:
     if timescale:
         op.execute(f"CREATE TABLE mesh_samples ({cols})")
         op.execute("SELECT create_hypertable('mesh_samples', 'time', "
-                   "chunk_time_interval => interval '1 day')")
+                   f"chunk_time_interval => interval '{MESH_CHUNK}')")
         op.execute("ALTER TABLE mesh_samples SET (timescaledb.compress, "
-                   "timescaledb.compress_segmentby = 'org_id')")
+                   "timescaledb.compress_segmentby = 'org_id, src_agent_id, dst_agent_id', "
+                   "timescaledb.compress_orderby = 'time DESC')")
     else:
         op.execute(f"CREATE TABLE mesh_samples ({cols}) PARTITION BY RANGE (time)")
         op.execute("SELECT sw_ensure_partitions('mesh_samples', now() - interval '15 days', "
@@ -165,6 +176,4 @@ def downgrade() -> None:
     op.execute("DROP TABLE mesh_raw")
     op.execute("DROP TABLE mesh_series")
     if timescale:
-        op.execute(f"SELECT add_compression_policy('mesh_samples', interval '{COMPRESS_AFTER}')")
-        op.execute("SELECT add_retention_policy('mesh_samples', drop_after => interval "
-                   f"'{RETENTION_BACKSTOP_DAYS} days')")
+        _policies("mesh_samples")

@@ -31,7 +31,10 @@ pytestmark = pytest.mark.skipif(requested_engine() != "timescaledb",
                                 reason="compression is TimescaleDB's; a plain PostgreSQL pass")
 
 HOUR, DAY = timedelta(hours=1), timedelta(days=1)
-RAW_TABLES = ("mesh_samples", "quorum_samples")
+# The hypertables (mesh rows live in mesh_raw, keyed by series, since migration 0014) and
+# the tables or views that show rows with their org.
+RAW_TABLES = ("mesh_raw", "quorum_samples")
+ORG_VIEWS = ("mesh_samples", "quorum_samples")
 
 
 @dataclass
@@ -76,7 +79,7 @@ def _compress_all(db: Engine) -> int:
                               f"FROM show_chunks('{table}') c"))
         return int(conn.execute(text(
             "SELECT count(*) FROM timescaledb_information.chunks WHERE is_compressed AND "
-            "hypertable_name IN ('mesh_samples', 'quorum_samples')")).scalar_one())
+            "hypertable_name IN ('mesh_raw', 'quorum_samples')")).scalar_one())
 
 
 def _compressed_rows(db: Engine, org_id: str) -> int:
@@ -84,10 +87,11 @@ def _compressed_rows(db: Engine, org_id: str) -> int:
     with db.connect() as conn:
         chunks = conn.execute(text(
             "SELECT format('%I.%I', chunk_schema, chunk_name) FROM "
-            "timescaledb_information.chunks WHERE hypertable_name = 'mesh_samples' "
+            "timescaledb_information.chunks WHERE hypertable_name = 'mesh_raw' "
             "AND is_compressed")).scalars().all()
         return sum(int(conn.execute(text(
-            f"SELECT count(*) FROM {c} WHERE org_id = :o"), {"o": org_id}).scalar_one())  # noqa: S608
+            f"SELECT count(*) FROM {c} WHERE series_id IN "  # noqa: S608
+            "(SELECT id FROM mesh_series WHERE org_id = :o)"), {"o": org_id}).scalar_one())
             for c in chunks)
 
 
@@ -185,7 +189,7 @@ def test_per_org_retention_deletes_from_compressed_chunks_and_drops_old_ones(
             "payload_bytes, rtt_us, status) VALUES (:t, :o, :a, :a, 0, 1024, 500, 0)"),
             {"t": old, "o": other.id, "a": other.a.agent_id})
         old_chunk = conn.execute(text(
-            "SELECT c FROM show_chunks('mesh_samples', older_than => CAST(:t AS timestamptz)) c"),
+            "SELECT c FROM show_chunks('mesh_raw', older_than => CAST(:t AS timestamptz)) c"),
             {"t": old + HOUR}).scalar_one()
     _compress_all(db)
     assert _compressed_rows(db, short.id) == 4 and _compressed_rows(db, other.id) == 5
@@ -195,7 +199,7 @@ def test_per_org_retention_deletes_from_compressed_chunks_and_drops_old_ones(
     from stormwatch.worker.tasks import maintenance as maintenance_tasks
 
     removed = maintenance_tasks.enforce_raw_retention.apply().get()
-    assert removed["mesh_samples"] >= 3 and removed["quorum_samples"] >= 2
+    assert removed["mesh_raw"] >= 3 and removed["quorum_samples"] >= 2
 
     def ages(table: str, org: Org) -> list[int]:
         with db.connect() as conn:
@@ -203,7 +207,7 @@ def test_per_org_retention_deletes_from_compressed_chunks_and_drops_old_ones(
                 f"SELECT extract(epoch FROM :n - time) / 86400 FROM {table} "  # noqa: S608
                 "WHERE org_id = :o ORDER BY time"), {"o": org.id, "n": now}).scalars()]
 
-    for table in RAW_TABLES:
+    for table in ORG_VIEWS:
         assert ages(table, short) == [2, 0], table
         assert ages(table, other) == [5, 4, 2, 0], table
     with db.connect() as conn:
