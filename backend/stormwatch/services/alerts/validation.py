@@ -184,9 +184,12 @@ async def _data_series(session: AsyncSession, org_id: uuid.UUID, metric: MetricK
     spec = KIND_SPECS[metric.kind]
     keys = ", ".join(spec.keys)
     since = datetime.now(UTC) - timedelta(days=7)
+    # Mesh rows carry a series id (migration 0014): a series with a raw row since :r.
+    raw = (f"SELECT {keys} FROM mesh_series s WHERE org_id = :o AND EXISTS (SELECT FROM "
+           "mesh_raw r WHERE r.series_id = s.id AND r.time >= :r)" if metric.kind == "mesh"
+           else f"SELECT DISTINCT {keys} FROM {spec.raw_table} WHERE org_id = :o AND time >= :r")
     rows = (await session.execute(text(
         f"SELECT DISTINCT {keys} FROM {spec.table} WHERE org_id = :o AND bucket_s = 3600 "
-        f"AND bucket_start >= :s UNION SELECT DISTINCT {keys} FROM {spec.raw_table} "
-        f"WHERE org_id = :o AND time >= :r"),
+        f"AND bucket_start >= :s UNION {raw}"),
         {"o": org_id, "s": since, "r": datetime.now(UTC) - timedelta(hours=2)})).all()
     return [tuple(r) for r in rows if match(tuple(r))]

@@ -20,9 +20,11 @@ from stormwatch.services.alerts.scope import SeriesKey
 from stormwatch.services.analytics.queries import (
     ADJUSTED_RAW,
     KIND_SPECS,
+    MESH_RAW_FROM,
     Filters,
     Fleet,
     load_grouped,
+    mesh_series_ids,
 )
 from stormwatch.services.analytics.sketches import merge_sketches
 from stormwatch.services.analytics.stats import Distribution, Moments
@@ -90,6 +92,18 @@ async def raw_windows(session: AsyncSession, orgs: Sequence[uuid.UUID], metric: 
     spec = KIND_SPECS[metric.kind or "mesh"]
     keys = ", ".join(spec.keys)
     value = ADJUSTED_RAW if metric.adjusted else spec.raw_value
+    args: dict[str, Any] = {**(where_params or {}), "orgs": list(orgs), "w": window_s,
+                            "s": start, "e": end, "qs": [p / 100 for p in percentiles]}
+    if spec is KIND_SPECS["mesh"]:
+        # Mesh rows by series id: the orgs' series in scope first (migration 0014).
+        series = await mesh_series_ids(session, "org_id = ANY(:orgs)", where, args)
+        if not series:
+            return {}
+        args["sids"] = list(series)
+        source = f"{MESH_RAW_FROM} m"
+    else:
+        source = (f"{spec.raw_table} WHERE org_id = ANY(:orgs) AND time >= :s AND time < :e"
+                  + "".join(f" AND {c}" for c in where))
     pct = ("percentile_cont(CAST(:qs AS float8[])) WITHIN GROUP (ORDER BY v)" if percentiles
            else "NULL::float8[]")
     # The percentiles sort each window's samples: a fleet's window (576 pairs x 300 samples,
@@ -100,11 +114,8 @@ async def raw_windows(session: AsyncSession, orgs: Sequence[uuid.UUID], metric: 
         f"count(*) FILTER (WHERE failed), sum(v), sum(v * v), min(v), max(v), {pct} "
         f"FROM (SELECT org_id, {keys}, "
         f"(floor(extract(epoch FROM time)::float8 / :w) * :w)::bigint AS ws, "
-        f"({value})::float8 AS v, ({spec.raw_failure}) AS failed FROM {spec.raw_table} "
-        f"WHERE org_id = ANY(:orgs) AND time >= :s AND time < :e"
-        + "".join(f" AND {c}" for c in where) + f") t GROUP BY org_id, {keys}, ws"),
-        {**(where_params or {}), "orgs": list(orgs), "w": window_s, "s": start, "e": end,
-         "qs": [p / 100 for p in percentiles]})).all()
+        f"({value})::float8 AS v, ({spec.raw_failure}) AS failed FROM {source}"
+        f") t GROUP BY org_id, {keys}, ws"), args)).all()
     nk = len(spec.keys)
     out: Windows = {}
     for r in rows:
@@ -207,9 +218,12 @@ async def agent_activity(session: AsyncSession, org_id: uuid.UUID, start: dateti
         "UNION ALL SELECT agent_id, extract(epoch FROM bucket_start)::bigint "
         "FROM storage_rollups WHERE org_id = :o AND bucket_s = 60 AND bucket_start >= :s "
         "AND bucket_start < :e UNION ALL "
-        "SELECT DISTINCT src_agent_id, (floor(extract(epoch FROM time) / 60) * 60)::bigint "
-        "FROM mesh_samples WHERE org_id = :o AND time >= greatest(:s, :e - interval '15 min') "
-        "AND time < :e) a GROUP BY agent"), {"o": org_id, "s": start, "e": end})).all()
+        "SELECT DISTINCT s.src_agent_id, r.m FROM (SELECT DISTINCT series_id, "
+        "(floor(extract(epoch FROM time) / 60) * 60)::bigint AS m FROM mesh_raw "
+        "WHERE series_id IN (SELECT id FROM mesh_series WHERE org_id = :o) "
+        "AND time >= greatest(:s, :e - interval '15 min') AND time < :e) r "
+        "JOIN mesh_series s ON s.id = r.series_id) a GROUP BY agent"),
+        {"o": org_id, "s": start, "e": end})).all()
     return {r[0]: np.sort(np.asarray(r[1], dtype=np.int64)) for r in rows}
 
 
