@@ -90,7 +90,7 @@ def test_timescaledb_installed_but_not_preloaded_leaves_a_working_plain_postgres
                                 ).fetchone() == ("postgres",)
             assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = "
                                 "'timescaledb'").fetchone() == (0,)
-            assert conn.execute("SELECT relkind FROM pg_class WHERE relname = 'mesh_samples'"
+            assert conn.execute("SELECT relkind FROM pg_class WHERE relname = 'mesh_raw'"
                                 ).fetchone() == ("p",)
         org = create_org_sync(pg.url, "Not preloaded", f"np-{os.getpid()}@example.test",
                               password="correct horse battery staple")
