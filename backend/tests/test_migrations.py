@@ -252,7 +252,8 @@ def test_compact_mesh_rows_keep_every_existing_sample_through_upgrade_and_downgr
 
     def stored() -> list[tuple]:
         with psycopg.connect(f"{admin} dbname={name}") as conn:
-            return conn.execute(f"SELECT {cols} FROM mesh_samples ORDER BY 1, 5, 6").fetchall()
+            return conn.execute(f"SELECT {cols} FROM mesh_samples "
+                                "ORDER BY 1, 2, 3, 4, 5, 6").fetchall()
 
     def compress(table: str) -> int:
         """Compresses every chunk of the hypertable; how many are compressed."""
