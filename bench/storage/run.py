@@ -217,11 +217,9 @@ def roll_up(url: str, start: datetime, minutes: int) -> None:
 
 
 def run_engine(engine: str, minutes: int, tmp: Path) -> dict[str, Any]:
-    pg = PostgresServer(tmp / engine, free_port())
+    # The server preloads TimescaleDB for that engine only (devtools.services).
+    pg = PostgresServer(tmp / engine, free_port(), engine=engine)
     pg.init()
-    if engine == "timescaledb":
-        with (pg.data_dir / "postgresql.conf").open("a") as f:
-            f.write("shared_preload_libraries = 'timescaledb'\ntimescaledb.telemetry_level = off\n")
     pg.start()
     try:
         run_migrations(pg.url)
