@@ -79,12 +79,16 @@ def roll_up_mesh(db: Engine, org_id: uuid.UUID, start: datetime, hours: int,
                  levels: tuple[int, ...] = (300,)) -> None:
     """Rolls `hours` of an org's mesh samples from `start` into minutes and each coarser level,
     as the worker would."""
+    end = start + timedelta(hours=hours)
     with db.begin() as conn:
-        rollups.roll_up_minutes(conn, "mesh", start, start + timedelta(hours=hours), org_id)
+        rollups.roll_up_minutes(conn, "mesh", start, end, org_id)
         for level_s in levels:
+            # Every bucket the span touches: a day's bucket starts at midnight, so hours
+            # across midnight UTC fall into two (the test failed between 01:00 and 03:00).
+            first = rollups.floor_time(start, level_s)
+            n = -(-int((end - first).total_seconds()) // level_s)
             rollups.roll_up_coarse(conn, "mesh", level_s, [
-                (org_id, start + timedelta(seconds=level_s * i))
-                for i in range(max(1, hours * 3600 // level_s))])
+                (org_id, first + timedelta(seconds=level_s * i)) for i in range(n)])
 
 
 def stop_group(proc: subprocess.Popen[bytes], grace_s: float,
