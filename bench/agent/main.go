@@ -114,9 +114,12 @@ func startFleet(bin string, n int, rate float64, payload int, tag string, cpus [
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(bin, "run")
+		// No throughput probe: the agents share one host and its one port, and only the
+		// mesh is measured here.
+		args := []string{"run", "-throughput-listen", ""}
+		cmd := exec.Command(bin, args...)
 		if cpus != nil {
-			cmd = exec.Command("taskset", "-c", cpus[i%len(cpus)], bin, "run")
+			cmd = exec.Command("taskset", append([]string{"-c", cpus[i%len(cpus)], bin}, args...)...)
 		}
 		cmd.Env = append(os.Environ(),
 			"STORMWATCH_API_URL="+f.url, "STORMWATCH_ENROLLMENT_TOKEN="+enrollToken,
