@@ -61,7 +61,8 @@ def _roll_all(db: Engine, org: str, start: datetime, end: datetime) -> None:
         rollups.roll_up_minutes(conn, "mesh", start, end, uuid.UUID(org))
         rollups.roll_up_coarse(conn, "mesh", 300, _buckets(org, start, end, 300))
         rollups.roll_up_coarse(conn, "mesh", 3600, _buckets(org, start, end, 3600))
-        rollups.roll_up_coarse(conn, "mesh", 86400, [(uuid.UUID(org), start)])
+        # Every day the span touches: two hours across midnight UTC are two day buckets.
+        rollups.roll_up_coarse(conn, "mesh", 86400, _buckets(org, start, end, 86400))
 
 
 def _set_rolled(conn: Any, kind: str, t: datetime) -> None:
