@@ -859,15 +859,8 @@ def _group_packed_raw(series: Sequence[RawSeries], group: GroupFn, window_s: int
     failures = np.bincount(gid, weights=np.concatenate(fails), minlength=n)
     ok = np.isfinite(v)
     gid, v = gid[ok], v[ok]
-    vi = v.astype(np.int64)
-    if vi.size and vi.min() >= 0 and vi.max() < 1 << 32 and np.array_equal(vi, v):
-        # Whole non-negative values (RTTs and latencies in us): group and value in one int64,
-        # sorted in place (0.1 s for 2 M samples against 0.36 s for the two argsorts).
-        key = np.sort(gid << 32 | vi)
-        gid, v = key >> 32, (key & 0xFFFF_FFFF).astype(np.float64)
-    else:
-        order = sort_by_group_then_value(gid, v)  # each group's slice is sorted
-        gid, v = gid[order], v[order]
+    order = sort_by_group_then_value(gid, v)  # each group's slice is sorted
+    gid, v = gid[order], v[order]
     bounds = np.searchsorted(gid, np.arange(n + 1))
     out: dict[Any, Distribution] = {}
     for g, j in index.items():
