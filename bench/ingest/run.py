@@ -62,7 +62,7 @@ from stormwatch.services.ingest import (
     mesh_copy_data,
     parse_batch,
 )
-from stormwatch.services.ingest_store import mesh_series_ids
+from stormwatch.services.ingest_store import ensure_mesh_series_ids
 
 
 def make_batch(agent_id: str, peers: list[str], rounds: int, start_us: int) -> dict:
@@ -146,7 +146,7 @@ async def encode_streams(dsn: str, org_id: uuid.UUID, batches: list[dict],
         out = []
         for b in batches:
             parsed = parse_batch(b, limits)  # type: ignore[arg-type]
-            out.append(mesh_copy_data(parsed, await mesh_series_ids(conn, org_id, parsed)))
+            out.append(mesh_copy_data(parsed, await ensure_mesh_series_ids(conn, org_id, parsed)))
         return out
     finally:
         await conn.close()

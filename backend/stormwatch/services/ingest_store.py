@@ -99,7 +99,7 @@ _SERIES_IDS = (
     "AND s.payload_bytes = k.payload")
 
 
-async def mesh_series_ids(conn: asyncpg.Connection, org_id: uuid.UUID,
+async def ensure_mesh_series_ids(conn: asyncpg.Connection, org_id: uuid.UUID,
                           batch: ParsedBatch) -> NDArray[np.int32]:
     """Every mesh row's series id, creating the series first seen in this batch."""
     assert batch.mesh is not None
@@ -145,7 +145,7 @@ async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
         if counts["mesh"]:
             # The bulk of every batch: encoded by numpy straight into COPY's binary format
             # (a memoryview, since asyncpg would take plain bytes for a file name).
-            series_ids = await mesh_series_ids(conn, org_id, batch)
+            series_ids = await ensure_mesh_series_ids(conn, org_id, batch)
             await conn.copy_to_table("mesh_raw", source=memoryview(
                 mesh_copy_data(batch, series_ids)), columns=list(MESH_RAW_COLUMNS),
                 format="binary")
