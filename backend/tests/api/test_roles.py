@@ -164,9 +164,10 @@ def callers(api_server, make_org) -> Iterator[dict[str, Caller]]:
 
         admin = login(org.email, org.password)
         viewer_email = f"viewer-{uuid.uuid4().hex[:8]}@example.test"
-        r = c.post("/api/v1/users", headers=admin.headers, cookies=admin.cookies,
-                   json={"email": viewer_email, "password": "a viewer's long password",
-                         "role": "viewer"})
+        with api_server.client(headers=admin.headers, cookies=admin.cookies) as ac:
+            r = ac.post("/api/v1/users", json={"email": viewer_email,
+                                               "password": "a viewer's long password",
+                                               "role": "viewer"})
         assert r.status_code == 201, r.text
         agent = enroll(c, org.enrollment_token, "role-table-agent")
         yield {"admin": admin, "viewer": login(viewer_email, "a viewer's long password"),
