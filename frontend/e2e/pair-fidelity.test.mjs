@@ -1,6 +1,7 @@
 // End-to-end: the Pair page shows what the analysis finds on a 75 ms path with a 1% step
 // (seed 003 §4.4: AWS paths jump by ~0.75 ms) and rare 30x spikes. The timeline's default
-// y-range fits the body, so the level line's two values lie inside the axis and visibly apart;
+// y-range fits the body, so the level line's two values lie inside the axis and visibly apart
+// (and the chart waits for the body's range rather than drawing at full range first);
 // the title names the agents although the link carries ids only; the histogram resolves the
 // body; a tail percentile with too few samples beyond it is greyed.
 import assert from "node:assert/strict";
@@ -107,6 +108,33 @@ describe("pair fidelity", { timeout: 600_000 }, () => {
     await page.getByRole("navigation", { name: "Main" }).waitFor();
     await page.goto(url);
     await page.getByRole("heading", { name: /fid-use1 → fid-euw1/ }).waitFor();
+  });
+
+  step("the timeline waits for the body's range instead of drawing at full range first", async () => {
+    // The summary (which carries p1..p99.9) is held until the series and the level shifts
+    // have been answered: the order a slow summary gives.
+    let release;
+    const held = new Promise((r) => (release = r));
+    const summary = "**/api/v1/analytics/mesh/summary**";
+    const passed = [];
+    await page.route(summary, (route) => {
+      passed.push(held.then(() => route.continue()));
+    });
+    try {
+      const answered = Promise.all([
+        page.waitForResponse((r) => r.url().includes("/api/v1/analytics/mesh/series")),
+        page.waitForResponse((r) => r.url().includes("/api/v1/analytics/mesh/level-shifts")),
+      ]);
+      await page.reload();
+      await answered;
+      // Two frames: React has committed what those answers render.
+      await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+      assert.equal(await levelGeometry(), null, "no level line before the body's range is known");
+    } finally {
+      release();
+      await Promise.all(passed);
+      await page.unroute(summary);
+    }
   });
 
   step("the level line's two values lie inside the y-axis and visibly apart", async () => {

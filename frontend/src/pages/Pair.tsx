@@ -8,7 +8,7 @@ import { follow } from "../components/common/Link";
 import { CdfChart } from "../components/pair/CdfChart";
 import { Histogram } from "../components/pair/Histogram";
 import { Timeline } from "../components/pair/Timeline";
-import { Async, Card, Empty } from "../components/common/State";
+import { Async, Card, Empty, Loading } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
 import { formatCount, formatPercent, formatRatio, formatUs } from "../lib/format";
 import { linkTo, useParams } from "../lib/router";
@@ -114,6 +114,9 @@ export default function Pair() {
   const p1 = pct("p1");
   const p999 = pct("p99.9");
   const body: [number, number] | null = p1 !== null && p999 !== null ? [p1, p999] : null;
+  // The default y-range fits the body, which comes with the summary: the timeline waits for it
+  // (or its failure) instead of drawing at full range first and then jumping to the fit.
+  const bodySettled = fullRange || summary.data !== undefined || summary.error !== undefined;
 
   const firing = useQuery({ queryKey: ["alerts", "firing"], queryFn: ({ signal }) => listAlerts({ state: "firing" }, signal), refetchInterval: 15_000, enabled: on });
   const here = firing.data && agents.data ? alertsOnPair(firing.data, agents.data, level, src ?? "", dst ?? "") : [];
@@ -198,7 +201,7 @@ export default function Pair() {
         }
         note={`${windowS >= 60 ? `${windowS / 60} min` : `${windowS} s`} windows; percentile bands p50–p99 and p99–p99.99; steps = level shifts; ▲ = windows with loss${fullRange ? "" : "; ◆ = tail above the range (Full range shows it)"}`}>
         <Async state={timeline} isEmpty={(d) => d.length === 0}>
-          {(points) => <Timeline points={points} segments={shifts.data ?? []} log={log} body={body} full={fullRange} />}
+          {(points) => (bodySettled ? <Timeline points={points} segments={shifts.data ?? []} log={log} body={body} full={fullRange} /> : <Loading />)}
         </Async>
         {shifts.data && shifts.data.length > 1 && (
           <p className="muted">
