@@ -87,6 +87,28 @@ def _raw_bounds(table: str) -> tuple[object, object]:
     return row[0], row[1]
 
 
+def _create_raw_table(table: str, cols: str, segmentby: str, timescale: bool, *,
+                      rows_from: str, default_indexes: bool) -> None:
+    """A raw table for the engine: an hourly hypertable compressed by `segmentby`, or a table
+    partitioned by time with partitions from 15 days back to 2 days ahead and over every row
+    of `rows_from`, the table whose rows it will take."""
+    if timescale:
+        op.execute(f"CREATE TABLE {table} ({cols})")
+        op.execute(f"SELECT create_hypertable('{table}', 'time', chunk_time_interval => "
+                   f"interval '{MESH_CHUNK}', create_default_indexes => {default_indexes})")
+        op.execute(f"ALTER TABLE {table} SET (timescaledb.compress, "
+                   f"timescaledb.compress_segmentby = '{segmentby}', "
+                   "timescaledb.compress_orderby = 'time DESC')")
+        return
+    op.execute(f"CREATE TABLE {table} ({cols}) PARTITION BY RANGE (time)")
+    op.execute(f"SELECT sw_ensure_partitions('{table}', now() - interval '15 days', "
+               "now() + interval '2 days')")
+    lo, hi = _raw_bounds(rows_from)
+    if lo is not None:
+        op.execute(sa.text(f"SELECT sw_ensure_partitions('{table}', :lo, :hi)")
+                   .bindparams(lo=lo, hi=hi))
+
+
 def upgrade() -> None:
     timescale = _timescale()
     op.execute("""
@@ -99,22 +121,8 @@ def upgrade() -> None:
     # Column order keeps the row at 26 bytes of data with no alignment padding.
     cols = ("time timestamptz NOT NULL, series_id integer NOT NULL, rtt_us integer, "
             "round bigint NOT NULL, status smallint NOT NULL")
-    if timescale:
-        op.execute(f"CREATE TABLE mesh_raw ({cols})")
-        op.execute("SELECT create_hypertable('mesh_raw', 'time', chunk_time_interval => "
-                   f"interval '{MESH_CHUNK}', create_default_indexes => false)")
-        op.execute("ALTER TABLE mesh_raw SET (timescaledb.compress, "
-                   "timescaledb.compress_segmentby = 'series_id', "
-                   "timescaledb.compress_orderby = 'time DESC')")
-    else:
-        op.execute(f"CREATE TABLE mesh_raw ({cols}) PARTITION BY RANGE (time)")
-        op.execute("SELECT sw_ensure_partitions('mesh_raw', now() - interval '15 days', "
-                   "now() + interval '2 days')")
-
-    lo, hi = _raw_bounds("mesh_samples")
-    if lo is not None and not timescale:
-        op.execute(sa.text("SELECT sw_ensure_partitions('mesh_raw', :lo, :hi)")
-                   .bindparams(lo=lo, hi=hi))
+    _create_raw_table("mesh_raw", cols, "series_id", timescale, rows_from="mesh_samples",
+                      default_indexes=False)
     op.execute("""
         INSERT INTO mesh_series (org_id, src_agent_id, dst_agent_id, payload_bytes)
         SELECT DISTINCT org_id, src_agent_id, dst_agent_id, payload_bytes FROM mesh_samples
@@ -151,21 +159,8 @@ def downgrade() -> None:
         src_agent_id uuid NOT NULL, dst_agent_id uuid NOT NULL,
         round bigint NOT NULL, payload_bytes integer NOT NULL,
         rtt_us integer, status smallint NOT NULL"""
-    if timescale:
-        op.execute(f"CREATE TABLE mesh_samples ({cols})")
-        op.execute("SELECT create_hypertable('mesh_samples', 'time', "
-                   f"chunk_time_interval => interval '{MESH_CHUNK}')")
-        op.execute("ALTER TABLE mesh_samples SET (timescaledb.compress, "
-                   "timescaledb.compress_segmentby = 'org_id, src_agent_id, dst_agent_id', "
-                   "timescaledb.compress_orderby = 'time DESC')")
-    else:
-        op.execute(f"CREATE TABLE mesh_samples ({cols}) PARTITION BY RANGE (time)")
-        op.execute("SELECT sw_ensure_partitions('mesh_samples', now() - interval '15 days', "
-                   "now() + interval '2 days')")
-        lo, hi = _raw_bounds("mesh_raw")
-        if lo is not None:
-            op.execute(sa.text("SELECT sw_ensure_partitions('mesh_samples', :lo, :hi)")
-                       .bindparams(lo=lo, hi=hi))
+    _create_raw_table("mesh_samples", cols, "org_id, src_agent_id, dst_agent_id", timescale,
+                      rows_from="mesh_raw", default_indexes=True)
     op.execute("INSERT INTO mesh_samples SELECT * FROM mesh_samples_compact ORDER BY time")
     op.execute("CREATE INDEX ix_mesh_samples_0 ON mesh_samples "
                "(org_id, src_agent_id, dst_agent_id, time DESC)")
