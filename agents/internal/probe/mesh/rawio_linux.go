@@ -189,31 +189,32 @@ func newTicker() *ticker {
 
 // run calls step until it returns a negative duration or the ticker is closed; step returns
 // how long to wait before its next call. Like frameReader.loop it stays inside one
-// RawConn.Read, so a wakeup costs one read of the timerfd and one timerfd_settime.
+// RawConn.Read, so a wakeup costs one timerfd_settime: the expiry is not read, since the
+// netpoller's edge-triggered registration reports every expiry and timerfd_settime clears
+// the count, and a wakeup before the time asked for (the edge of an expiry already
+// handled) waits again.
 func (t *ticker) run(step func(now time.Time) time.Duration) {
 	if t.rc == nil {
 		t.runFallback(step)
 		return
 	}
 	var spec itimerspec
-	var buf [8]byte
 	var serr syscall.Errno
-	armed, stopped := false, false
+	var due time.Time
+	stopped := false
 	err := t.rc.Read(func(fd uintptr) bool {
-		if armed {
-			_, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), 8)
-			if e == syscall.EAGAIN {
-				return false // a wakeup for an expiry already consumed
-			}
-			armed = false
+		now := time.Now()
+		if now.Before(due) {
+			return false
 		}
 		for {
-			d := step(time.Now())
+			d := step(now)
 			if d < 0 {
 				stopped = true
 				return true
 			}
 			if d == 0 {
+				now = time.Now()
 				continue
 			}
 			spec.value = syscall.NsecToTimespec(int64(d))
@@ -221,7 +222,8 @@ func (t *ticker) run(step func(now time.Time) time.Duration) {
 			if serr != 0 {
 				return true
 			}
-			armed = true
+			// The expiry comes at least d after this call, so no earlier than now+d.
+			due = now.Add(d)
 			return false
 		}
 	})
