@@ -232,28 +232,31 @@ func newUsage(n int) *usage {
 }
 
 // measure adds what the processes use during the next d and returns the window's bounds.
-func (u *usage) measure(ps []int, d time.Duration) (time.Time, time.Time, error) {
+// turn is the window's own mean CPU per process in % of a core.
+func (u *usage) measure(ps []int, d time.Duration) (t0, t1 time.Time, turn float64, err error) {
 	u0, s0 := make([]int64, len(ps)), make([]int64, len(ps))
-	t0 := time.Now()
+	t0 = time.Now()
 	for i, p := range ps {
-		var err error
 		if u0[i], s0[i], err = cpuSplit(p); err != nil {
-			return t0, t0, err
+			return t0, t0, 0, err
 		}
 	}
 	time.Sleep(d)
-	t1 := time.Now()
+	t1 = time.Now()
+	var ticks int64
 	for i, p := range ps {
 		u1, s1, err := cpuSplit(p)
 		if err != nil {
-			return t0, t1, err
+			return t0, t1, 0, err
 		}
+		ticks += u1 + s1 - u0[i] - s0[i]
 		u.ticks[i] += u1 + s1 - u0[i] - s0[i]
 		u.sys[i] += s1 - s0[i]
 		u.rss[i] = max(u.rss[i], rssKB(p))
 	}
-	u.secs += t1.Sub(t0).Seconds()
-	return t0, t1, nil
+	secs := t1.Sub(t0).Seconds()
+	u.secs += secs
+	return t0, t1, float64(ticks) / clkTck / secs / float64(len(ps)) * 100, nil
 }
 
 // cpu is process i's CPU in % of one core over the measured windows.
@@ -344,14 +347,10 @@ func run(bin, agentsDir, scDir string, alternations int, n int, rate float64, pa
 	slice := duration / time.Duration(alternations)
 	fmt.Printf("phase a: %d nodes, %.0f rounds/s, %d-byte payload, self-loop; Stormwatch agents (send mode %s, batches every %d ms to the fake API) and StormCloud nodes in %d alternations of %v each\n",
 		n, rate, payload, sendMode, apiMaxBatchAgeMs, alternations, slice)
-	sc, err := startSC(scDir, n, rate, payload, slice)
-	if err != nil {
-		return err
-	}
-	defer sc.stop()
 	agentU, scU := newUsage(n), newUsage(n)
 	var rtts, self, scRTTs, scSelf []int64
 	var ok, lost int
+	var agentTurn float64
 	for k := range alternations {
 		fa, err := startFleet(bin, n, rate, payload, "mesh", nil)
 		if err != nil {
@@ -368,10 +367,11 @@ func run(bin, agentsDir, scDir string, alternations int, n int, rate float64, pa
 			if k == 0 && cpuProfile != "" {
 				go saveProfile(slice)
 			}
-			t0, t1, err := agentU.measure(pids(fa.procs), slice)
+			t0, t1, turn, err := agentU.measure(pids(fa.procs), slice)
 			if err != nil {
 				return t0, t1, err
 			}
+			agentTurn = turn
 			settle()
 			return t0, t1, nil
 		}()
@@ -380,27 +380,20 @@ func run(bin, agentsDir, scDir string, alternations int, n int, rate float64, pa
 		}
 		r, sl, o, l := fa.window(t0, t1)
 		rtts, self, ok, lost = append(rtts, r...), append(self, sl...), ok+o, lost+l
-		fmt.Printf("  %d. agents    %s-%s: %d node-to-node samples, p50 %d us; host load %s\n",
-			k+1, t0.Format("15:04:05"), t1.Format("15:04:05"), len(r), pct(r, 50), loadAvg())
+		fmt.Printf("  %d. agents    %s-%s: cpu %.2f%% per node, %d node-to-node samples, p50 %d us; host load %s\n",
+			k+1, t0.Format("15:04:05"), t1.Format("15:04:05"), agentTurn, len(r), pct(r, 50), loadAvg())
 
-		if err := sc.begin(); err != nil {
-			return err
-		}
-		time.Sleep(3 * time.Second)
-		t0, t1, err = scU.measure(pids(sc.procs), slice)
-		if err != nil {
-			return err
-		}
-		if err := sc.end(); err != nil {
-			return err
-		}
-		r, sl, err = sc.records(t0, t1)
+		// Fresh StormCloud nodes every turn, as the agents: a node keeps the ticker of every
+		// experiment it ran firing (it never stops it, and its go.mod's go 1.19 keeps Go's
+		// pre-1.23 timers, which are never collected), so a reused node would be measured
+		// with the turns before it still ticking.
+		t0, t1, r, sl, scTurn, err := scTurnRun(scDir, n, rate, payload, slice, scU)
 		if err != nil {
 			return err
 		}
 		scRTTs, scSelf = append(scRTTs, r...), append(scSelf, sl...)
-		fmt.Printf("  %d. StormCloud %s-%s: %d node-to-node samples, p50 %d us; host load %s\n",
-			k+1, t0.Format("15:04:05"), t1.Format("15:04:05"), len(r), pct(r, 50), loadAvg())
+		fmt.Printf("  %d. StormCloud %s-%s: cpu %.2f%% per node, %d node-to-node samples, p50 %d us; host load %s\n",
+			k+1, t0.Format("15:04:05"), t1.Format("15:04:05"), scTurn, len(r), pct(r, 50), loadAvg())
 	}
 	slices.Sort(rtts)
 	slices.Sort(self)
@@ -413,7 +406,7 @@ func run(bin, agentsDir, scDir string, alternations int, n int, rate float64, pa
 	aMean, aMax, aRSS := agentU.summary()
 	sMean, sMax, sRSS := scU.summary()
 	ratio := aMean / sMean
-	fmt.Printf("  cpu per node: agent mean %.2f%%, max %.2f%%; StormCloud mean %.2f%%, max %.2f%% of a core; ratio of means %.2f\n",
+	fmt.Printf("  cpu per node: agent mean %.2f%%, max %.2f%%; StormCloud mean %.2f%%, max %.2f%% of a core; ratio of means %.3f\n",
 		aMean, aMax, sMean, sMax, ratio)
 	// The kernel's part (loopback TCP for both ends, wakeups) is what sending and echoing
 	// cost before any user-space work: the floor of the ratio at this workload.
@@ -436,9 +429,32 @@ func run(bin, agentsDir, scDir string, alternations int, n int, rate float64, pa
 	if err != nil {
 		return err
 	}
-	fmt.Printf("agent: cpu %.2f%% of a core, sc %.2f%%, ratio %.2f, %.1f B/sample, mesh p50 %d us, sc p50 %d us, pair p50 %.0f us, sockperf p50 %.1f us\n",
+	fmt.Printf("agent: cpu %.2f%% of a core, sc %.2f%%, ratio %.3f, %.1f B/sample, mesh p50 %d us, sc p50 %d us, pair p50 %.0f us, sockperf p50 %.1f us\n",
 		aMean, sMean, ratio, heapB, pct(rtts, 50), pct(scRTTs, 50), pair50, sp50)
 	return nil
+}
+
+// scTurnRun starts n StormCloud nodes, runs one experiment, measures its CPU over slice
+// into u and returns the window's bounds, its node-to-node and self-loop RTTs and the
+// turn's CPU per node.
+func scTurnRun(scDir string, n int, rate float64, payload int, slice time.Duration, u *usage) (t0, t1 time.Time, rtts, self []int64, turn float64, err error) {
+	sc, err := startSC(scDir, n, rate, payload, slice)
+	if err != nil {
+		return t0, t1, nil, nil, 0, err
+	}
+	defer sc.stop()
+	if err = sc.begin(); err != nil {
+		return t0, t1, nil, nil, 0, err
+	}
+	time.Sleep(3 * time.Second)
+	if t0, t1, turn, err = u.measure(pids(sc.procs), slice); err != nil {
+		return t0, t1, nil, nil, 0, err
+	}
+	if err = sc.end(); err != nil {
+		return t0, t1, nil, nil, 0, err
+	}
+	rtts, self, err = sc.records(t0, t1)
+	return t0, t1, rtts, self, turn, err
 }
 
 // pairPhase compares two agents with sockperf ping-pong over loopback at the same rate and
