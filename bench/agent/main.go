@@ -249,8 +249,9 @@ func (u *usage) measure(ps []int, d time.Duration) (t0, t1 time.Time, turn float
 		if err != nil {
 			return t0, t1, 0, err
 		}
-		ticks += u1 + s1 - u0[i] - s0[i]
-		u.ticks[i] += u1 + s1 - u0[i] - s0[i]
+		dt := u1 + s1 - u0[i] - s0[i]
+		ticks += dt
+		u.ticks[i] += dt
 		u.sys[i] += s1 - s0[i]
 		u.rss[i] = max(u.rss[i], rssKB(p))
 	}
@@ -350,16 +351,15 @@ func run(bin, agentsDir, scDir string, alternations int, n int, rate float64, pa
 	agentU, scU := newUsage(n), newUsage(n)
 	var rtts, self, scRTTs, scSelf []int64
 	var ok, lost int
-	var agentTurn float64
 	for k := range alternations {
 		fa, err := startFleet(bin, n, rate, payload, "mesh", nil)
 		if err != nil {
 			return err
 		}
-		t0, t1, err := func() (time.Time, time.Time, error) {
+		t0, t1, agentTurn, err := func() (time.Time, time.Time, float64, error) {
 			defer fa.stop()
 			if err := fa.waitMeshed(n, 60*time.Second); err != nil {
-				return time.Time{}, time.Time{}, err
+				return time.Time{}, time.Time{}, 0, err
 			}
 			fa.api.SetPollS(30) // the default poll interval during the measurement
 			fa.keep.Store(true)
@@ -369,11 +369,10 @@ func run(bin, agentsDir, scDir string, alternations int, n int, rate float64, pa
 			}
 			t0, t1, turn, err := agentU.measure(pids(fa.procs), slice)
 			if err != nil {
-				return t0, t1, err
+				return t0, t1, 0, err
 			}
-			agentTurn = turn
 			settle()
-			return t0, t1, nil
+			return t0, t1, turn, nil
 		}()
 		if err != nil {
 			return err

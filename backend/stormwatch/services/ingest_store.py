@@ -100,7 +100,7 @@ _SERIES_IDS = (
 
 
 async def ensure_mesh_series_ids(conn: asyncpg.Connection, org_id: uuid.UUID,
-                          batch: ParsedBatch) -> NDArray[np.int32]:
+                                 batch: ParsedBatch) -> NDArray[np.int32]:
     """Every mesh row's series id, creating the series first seen in this batch."""
     assert batch.mesh is not None
     peer_idx, payloads, inverse = mesh_series_keys(batch)
