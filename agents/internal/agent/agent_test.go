@@ -401,3 +401,19 @@ func TestTheThroughputAddressDefaultsFollowWhereTheProbeListens(t *testing.T) {
 		}
 	}
 }
+
+func TestAnAgentReEnrolledOnARefusedTokenStillReportsItsThroughputAddress(t *testing.T) {
+	api := fakeapi.New("swe_testtoken", 10, 64, 1000)
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	state := t.TempDir()
+	// A saved token the API does not know (revoked, or the agent deleted).
+	if err := SaveState(state, State{AgentID: "00000000-0000-4000-8000-00000000dead", AgentToken: "swa_revoked", APIURL: srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	startAgentWith(t, srv.URL, "tput-reenrolled", func(c *config.Config) { c.StateDir = state })
+	addr := reportedThroughputAddress(t, api, "tput-reenrolled")
+	if err := answersAsTheProbe(addr); err != nil {
+		t.Fatalf("the reported throughput address %s does not reach the probe: %v", addr, err)
+	}
+}
