@@ -174,11 +174,13 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 		}
 	}
 	c.SetToken(st.AgentToken)
-	upd := client.SelfUpdate{AgentVersion: &d.Version, MeshAddress: &meshAddr, Metadata: &md}
+	// An empty throughput address tells the server the probe is off, so it stops scheduling
+	// experiments to an address reported before.
+	tputAddr := ""
 	if tput != nil {
-		a := ThroughputAddress(meshAddr, tput.Addr())
-		upd.ThroughputAddress = &a
+		tputAddr = ThroughputAddress(cfg, meshAddr, tput.Addr())
 	}
+	upd := client.SelfUpdate{AgentVersion: &d.Version, MeshAddress: &meshAddr, Metadata: &md, ThroughputAddress: &tputAddr}
 	if err := c.PatchSelf(ctx, upd); err != nil {
 		var se *client.StatusError
 		if errors.As(err, &se) && se.Code == http.StatusUnauthorized {
@@ -188,13 +190,18 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 				return err
 			}
 			c.SetToken(st.AgentToken)
+			// Enrollment carries no throughput address: report it with the new token.
+			if err := c.PatchSelf(ctx, upd); err != nil {
+				log.Warn("could not update agent metadata", "err", err)
+				m.SetError(err)
+			}
 		} else {
 			log.Warn("could not update agent metadata", "err", err)
 			m.SetError(err)
 		}
 	}
 	log.Info("agent starting", "agent_id", st.AgentID, "name", st.Name, "mesh_address", meshAddr,
-		"provider", md.Provider, "region", md.Region, "zone", md.Zone)
+		"throughput_address", tputAddr, "provider", md.Provider, "region", md.Region, "zone", md.Zone)
 
 	rec := mesh.NewRecorder()
 	m.SetMeasuredSource(metrics.Mesh, func() uint64 { n, _ := rec.Measured(); return n })
@@ -360,12 +367,30 @@ func MeshSettings(cfg *client.AgentConfig, selfID string) mesh.Settings {
 	return s
 }
 
-// ThroughputAddress is where peers reach the throughput probe: the mesh address's host (the
-// contract's choice) with the port the probe listens on.
-func ThroughputAddress(meshAddr string, ln net.Addr) string {
-	host, _, _ := net.SplitHostPort(meshAddr)
+// ThroughputAddress is where peers reach the throughput probe listening on ln: the configured
+// throughput advertise address; else, when the probe binds all interfaces or the mesh
+// advertise host, that host (a public IP set for the mesh serves both) with the port
+// listened on; else the probe's own listen address, since the mesh host may be a proxy or
+// an interface the probe does not listen on.
+func ThroughputAddress(cfg config.Config, meshAddr string, ln net.Addr) string {
+	if cfg.Throughput.Advertise != "" {
+		return cfg.Throughput.Advertise
+	}
 	_, port, _ := net.SplitHostPort(ln.String())
+	meshHost, _, _ := net.SplitHostPort(meshAddr)
+	host, _, _ := net.SplitHostPort(cfg.Throughput.Listen)
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) || sameHost(host, meshHost) {
+		return net.JoinHostPort(meshHost, port)
+	}
 	return net.JoinHostPort(host, port)
+}
+
+// sameHost compares two hosts, IP addresses by value (::1 and 0:0::1 are one).
+func sameHost(a, b string) bool {
+	if x, y := net.ParseIP(a), net.ParseIP(b); x != nil && y != nil {
+		return x.Equal(y)
+	}
+	return a == b
 }
 
 // ThroughputExperiments converts the server's experiments; one with an unreadable token is

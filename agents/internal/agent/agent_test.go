@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -63,6 +65,12 @@ type runningAgent struct {
 
 func startAgent(t *testing.T, api, name string) *runningAgent {
 	t.Helper()
+	return startAgentWith(t, api, name, nil)
+}
+
+// startAgentWith starts an agent whose test configuration mutate changes first.
+func startAgentWith(t *testing.T, api, name string, mutate func(*config.Config)) *runningAgent {
+	t.Helper()
 	dir := t.TempDir()
 	detect := false
 	cfg := config.Defaults()
@@ -78,6 +86,9 @@ func startAgent(t *testing.T, api, name string) *runningAgent {
 	cfg.FlushDeadline = 5 * time.Second
 	cfg.Metadata.Detect = &detect
 	cfg.Metadata.Provider, cfg.Metadata.Region, cfg.Metadata.Zone = "local", "local-1", "local-1a"
+	if mutate != nil {
+		mutate(&cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -275,5 +286,134 @@ func TestTwoAgentsRunTheExperimentTheServerSchedulesAndShipWhatEachReceived(t *t
 		if got[[2]string{b, a}] != seconds || got[[2]string{a, b}] != seconds {
 			t.Fatalf("%s: rows per (receiver, sender) %v, want %d each way", proto, got, seconds)
 		}
+	}
+}
+
+// reportedThroughputAddress waits for the agent to report a throughput address to the API.
+func reportedThroughputAddress(t *testing.T, api *fakeapi.Server, name string) string {
+	t.Helper()
+	var addr string
+	waitFor(t, name+" to report a throughput address", 10*time.Second, func() bool {
+		addr = api.ThroughputAddress(api.AgentIDs()[name])
+		return addr != ""
+	})
+	return addr
+}
+
+// answersAsTheProbe dials addr and reads the 32-byte nonce the throughput probe sends on
+// every connection it accepts.
+func answersAsTheProbe(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = io.ReadFull(c, make([]byte, 32))
+	return err
+}
+
+func TestTheThroughputAddressReportedIsWhereTheProbeListens(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		listen   string // throughput.listen
+		wantHost string
+	}{
+		// The mesh advertises another host (a proxy in front of the echo listener): the probe,
+		// bound to one address of its own, is reached there.
+		{"its own listen address when bound elsewhere than the mesh host", "127.0.0.1:0", "127.0.0.1"},
+		{"the mesh host when bound to it", "127.0.0.2:0", "127.0.0.2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			api := fakeapi.New("swe_testtoken", 10, 64, 1000)
+			srv := httptest.NewServer(api)
+			defer srv.Close()
+			startAgentWith(t, srv.URL, "tput-addr", func(c *config.Config) {
+				c.Mesh.Advertise = "127.0.0.2:7301"
+				c.Throughput.Listen = tc.listen
+			})
+			addr := reportedThroughputAddress(t, api, "tput-addr")
+			if host, _, _ := net.SplitHostPort(addr); host != tc.wantHost {
+				t.Fatalf("reported %q, want host %s", addr, tc.wantHost)
+			}
+			if err := answersAsTheProbe(addr); err != nil {
+				t.Fatalf("the reported throughput address %s does not reach the probe: %v", addr, err)
+			}
+		})
+	}
+	t.Run("the configured advertise address as is", func(t *testing.T) {
+		api := fakeapi.New("swe_testtoken", 10, 64, 1000)
+		srv := httptest.NewServer(api)
+		defer srv.Close()
+		startAgentWith(t, srv.URL, "tput-adv", func(c *config.Config) {
+			c.Mesh.Advertise = "127.0.0.2:7301"
+			c.Throughput.Advertise = "127.0.0.3:7999" // e.g. a relay in front of the probe
+		})
+		if addr := reportedThroughputAddress(t, api, "tput-adv"); addr != "127.0.0.3:7999" {
+			t.Fatalf("reported %q, want the configured 127.0.0.3:7999", addr)
+		}
+	})
+}
+
+func TestAnAgentWhoseProbeIsOffClearsTheAddressItReportedBefore(t *testing.T) {
+	api := fakeapi.New("swe_testtoken", 10, 64, 1000)
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	state := t.TempDir()
+	a := startAgentWith(t, srv.URL, "tput-off", func(c *config.Config) { c.StateDir = state })
+	id := ""
+	waitFor(t, "a throughput address", 10*time.Second, func() bool {
+		id = api.AgentIDs()["tput-off"]
+		return id != "" && api.ThroughputAddress(id) != ""
+	})
+	a.stop(t)
+	// The same agent (same state) again, its probe off: the server must not keep scheduling
+	// experiments to the old address.
+	startAgentWith(t, srv.URL, "tput-off", func(c *config.Config) {
+		c.StateDir = state
+		c.Throughput.Listen = ""
+	})
+	waitFor(t, "the old throughput address to be cleared", 10*time.Second, func() bool {
+		return api.ThroughputAddress(id) == ""
+	})
+	if got := api.AgentIDs()["tput-off"]; got != id {
+		t.Fatalf("agent id %s after the restart, want %s", got, id)
+	}
+}
+
+func TestTheThroughputAddressDefaultsFollowWhereTheProbeListens(t *testing.T) {
+	ln := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7710}
+	for _, tc := range []struct {
+		listen, advertise, mesh, want string
+	}{
+		{":7710", "", "203.0.113.7:7300", "203.0.113.7:7710"},                             // all interfaces: the mesh's public IP
+		{"0.0.0.0:7710", "", "203.0.113.7:7300", "203.0.113.7:7710"},                      // the same, spelt out
+		{"[::]:7710", "", "203.0.113.7:7300", "203.0.113.7:7710"},                         // all interfaces, IPv6
+		{"10.253.1.1:7710", "", "10.253.1.1:7301", "10.253.1.1:7710"},                     // the mesh host itself
+		{"127.0.0.1:7710", "", "10.253.1.1:7301", "127.0.0.1:7710"},                       // elsewhere: its own address
+		{"localhost:7710", "", "10.253.1.1:7301", "localhost:7710"},                       // a host name, as written
+		{"127.0.0.1:7710", "relay.example:9000", "10.253.1.1:7301", "relay.example:9000"}, // configured
+	} {
+		cfg := config.Defaults()
+		cfg.Throughput.Listen, cfg.Throughput.Advertise = tc.listen, tc.advertise
+		if got := ThroughputAddress(cfg, tc.mesh, ln); got != tc.want {
+			t.Errorf("listen %q, advertise %q, mesh %q: %q, want %q", tc.listen, tc.advertise, tc.mesh, got, tc.want)
+		}
+	}
+}
+
+func TestAnAgentReEnrolledOnARefusedTokenStillReportsItsThroughputAddress(t *testing.T) {
+	api := fakeapi.New("swe_testtoken", 10, 64, 1000)
+	srv := httptest.NewServer(api)
+	defer srv.Close()
+	state := t.TempDir()
+	// A saved token the API does not know (revoked, or the agent deleted).
+	if err := SaveState(state, State{AgentID: "00000000-0000-4000-8000-00000000dead", AgentToken: "swa_revoked", APIURL: srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	startAgentWith(t, srv.URL, "tput-reenrolled", func(c *config.Config) { c.StateDir = state })
+	addr := reportedThroughputAddress(t, api, "tput-reenrolled")
+	if err := answersAsTheProbe(addr); err != nil {
+		t.Fatalf("the reported throughput address %s does not reach the probe: %v", addr, err)
 	}
 }

@@ -50,6 +50,10 @@ type Mesh struct {
 // experiments other agents start; empty Listen disables the probe.
 type Throughput struct {
 	Listen string `yaml:"listen"`
+	// Advertise is the address peers dial for experiments; default: the mesh advertise
+	// host with the listen port when Listen binds all interfaces or that host, else the
+	// listen address itself.
+	Advertise string `yaml:"advertise"`
 	// Nice is the CPU priority (0-19) of the threads moving the TCP streams' bytes: 19 leaves
 	// the CPU to the mesh probe first when it is short.
 	Nice int `yaml:"nice"`
@@ -191,6 +195,7 @@ var options = []option{
 	{"mesh-advertise", "mesh address peers dial (host:port)", str(func(c *Config) *string { return &c.Mesh.Advertise })},
 	{"mesh-send-mode", "spread or broadcast", str(func(c *Config) *string { return &c.Mesh.SendMode })},
 	{"throughput-listen", "throughput probe listen address, TCP and UDP (empty: off)", str(func(c *Config) *string { return &c.Throughput.Listen })},
+	{"throughput-advertise", "throughput address peers dial (host:port; default: see docs/agents.md)", str(func(c *Config) *string { return &c.Throughput.Advertise })},
 	{"throughput-nice", "nice value (0-19) of the throughput streams' threads", func(c *Config, v string) error {
 		n, err := strconv.Atoi(v)
 		c.Throughput.Nice = n
@@ -255,6 +260,11 @@ func (c Config) Validate() error {
 	}
 	if c.Throughput.Listen != "" {
 		if err := checkHostPort("throughput.listen", c.Throughput.Listen, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Throughput.Advertise != "" {
+		if err := checkHostPort("throughput.advertise", c.Throughput.Advertise, true); err != nil {
 			errs = append(errs, err)
 		}
 	}

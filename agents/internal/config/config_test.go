@@ -20,7 +20,8 @@ func TestGoodFilesLoad(t *testing.T) {
 		{"full.yaml", func(t *testing.T, c Config) {
 			if c.Name != "aws-use1-a-1" || c.Mesh.Advertise != "10.0.1.5:7300" || c.Metadata.Zone != "us-east-1a" ||
 				c.Spool.MaxBytes != 100<<20 || c.FlushDeadline != 5*time.Second || c.Metadata.DetectEnabled() ||
-				c.Metadata.Timeout != time.Second || c.LogLevel != "debug" || c.Throughput.Listen != ":7711" || c.Throughput.Nice != 10 {
+				c.Metadata.Timeout != time.Second || c.LogLevel != "debug" || c.Throughput.Listen != ":7711" || c.Throughput.Nice != 10 ||
+				c.Throughput.Advertise != "10.0.1.5:7711" {
 				t.Fatalf("unexpected %+v", c)
 			}
 		}},
@@ -63,7 +64,7 @@ func TestInvalidFilesAreRejectedWithTheReason(t *testing.T) {
 		{"invalid_unknown_nested_key.yaml", []string{"rate_hz"}},
 		{"invalid_plain_http.yaml", []string{"plain http"}},
 		{"invalid_types.yaml", []string{"lots"}},
-		{"invalid_values.yaml", []string{"flush_deadline", "mesh.listen", "private_ip", "log_level", "throughput.listen", "throughput.nice"}},
+		{"invalid_values.yaml", []string{"flush_deadline", "mesh.listen", "private_ip", "log_level", "throughput.listen", "throughput.nice", "throughput.advertise"}},
 		{"invalid_syntax.yaml", []string{"yaml"}},
 	}
 	for _, tc := range tests {
@@ -169,5 +170,27 @@ func TestAnEmptyThroughputListenTurnsTheProbeOff(t *testing.T) {
 	}
 	if c.Throughput.Listen != "" {
 		t.Fatalf("throughput.listen %q, want empty", c.Throughput.Listen)
+	}
+}
+
+func TestTheThroughputAdvertiseAddressComesFromTheFileTheEnvironmentOrAFlag(t *testing.T) {
+	file := filepath.Join("testdata", "full.yaml")
+	c, err := Load([]string{"-config", file}, env(map[string]string{"STORMWATCH_THROUGHPUT_ADVERTISE": "10.9.9.9:7712"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Throughput.Advertise != "10.9.9.9:7712" {
+		t.Fatalf("throughput.advertise %q, want the environment's", c.Throughput.Advertise)
+	}
+	c, err = Load([]string{"-config", file, "-throughput-advertise", "relay.example:7713"}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Throughput.Advertise != "relay.example:7713" {
+		t.Fatalf("throughput.advertise %q, want the flag's", c.Throughput.Advertise)
+	}
+	if _, err := Load([]string{"-config", file, "-throughput-advertise", "7713"}, env(nil)); err == nil ||
+		!strings.Contains(err.Error(), "throughput.advertise") {
+		t.Fatalf("a bad throughput.advertise: error %v, want one naming the key", err)
 	}
 }

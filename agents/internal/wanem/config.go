@@ -3,6 +3,7 @@ package wanem
 import (
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -62,7 +63,11 @@ type Site struct {
 // RegionKey is "provider/region", the table's key.
 func (s Site) RegionKey() string { return s.Provider + "/" + s.Region }
 
-// PathRTT is the emulated round trip between two sites.
+// ErrNoRoundTrip: the table has no row for a pair of regions.
+var ErrNoRoundTrip = errors.New("no round trip in the table")
+
+// PathRTT is the emulated round trip between two sites; ErrNoRoundTrip when the table has no
+// row for their regions.
 func (t Table) PathRTT(a, b Site) (time.Duration, error) {
 	if a.RegionKey() == b.RegionKey() {
 		if a.Zone == b.Zone {
@@ -73,7 +78,7 @@ func (t Table) PathRTT(a, b Site) (time.Duration, error) {
 	if d, ok := t.RTT(a.RegionKey(), b.RegionKey()); ok {
 		return d, nil
 	}
-	return 0, fmt.Errorf("no round trip in the table between %s and %s", a.RegionKey(), b.RegionKey())
+	return 0, fmt.Errorf("%w between %s and %s", ErrNoRoundTrip, a.RegionKey(), b.RegionKey())
 }
 
 // Config is the emulator's configuration file (JSON).

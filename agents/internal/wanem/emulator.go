@@ -37,8 +37,9 @@ type Emulator struct {
 	proxies  []*Proxy
 	names    []string
 
-	mu    sync.Mutex
-	links map[string]*Link
+	mu      sync.Mutex
+	links   map[string]*Link
+	unknown map[[2]string]bool // region pairs without a row, logged once each
 }
 
 // New prepares the emulator; Listen opens its listeners.
@@ -46,7 +47,8 @@ func New(cfg Config, table Table, r Resolver, log *slog.Logger) *Emulator {
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano())
 	}
-	e := &Emulator{cfg: cfg, table: table, resolver: r, log: log, start: time.Now(), links: map[string]*Link{}}
+	e := &Emulator{cfg: cfg, table: table, resolver: r, log: log, start: time.Now(), links: map[string]*Link{},
+		unknown: map[[2]string]bool{}}
 	e.steps = PlanSteps(cfg.Steps, cfg.Mesh, table.RTT, e.start, cfg.Seed)
 	return e
 }
@@ -125,11 +127,17 @@ func (e *Emulator) meshLinks(ctx context.Context, peek []byte, dst MeshRoute) (*
 	if err != nil {
 		return nil, nil, err
 	}
+	id := hex.EncodeToString(sender[:])
 	rtt, err := e.table.PathRTT(src, dst.Site)
+	if errors.Is(err, ErrNoRoundTrip) {
+		// An agent from a region the table lacks (a real one joining the demo) still meshes:
+		// its path carries nothing but the proxy's own cost.
+		e.noteUnknown(src.RegionKey(), dst.RegionKey())
+		return e.passLink(id + ">" + dst.Name), e.passLink(dst.Name + ">" + id), nil
+	}
 	if err != nil {
 		return nil, nil, err
 	}
-	id := hex.EncodeToString(sender[:])
 	return e.link(id+">"+dst.Name, rtt/2, src.RegionKey(), dst.RegionKey()),
 		e.link(dst.Name+">"+id, rtt/2, src.RegionKey(), dst.RegionKey()), nil
 }
@@ -150,6 +158,31 @@ func (e *Emulator) link(name string, oneWay time.Duration, a, b string) *Link {
 	}
 	e.links[name] = l
 	return l
+}
+
+// passLink is a link that adds no delay: no base, jitter, spikes or steps.
+func (e *Emulator) passLink(name string) *Link {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if l, ok := e.links[name]; ok {
+		return l
+	}
+	l := NewLink(0, seedFor(e.cfg.Seed, name))
+	e.links[name] = l
+	return l
+}
+
+// noteUnknown logs a region pair without a table row the first time it is seen.
+func (e *Emulator) noteUnknown(src, dst string) {
+	k := [2]string{min(src, dst), max(src, dst)}
+	e.mu.Lock()
+	seen := e.unknown[k]
+	e.unknown[k] = true
+	e.mu.Unlock()
+	if !seen && e.log != nil {
+		e.log.Info("wanem: no round trip in the table for this region pair; passing it through without delay",
+			"src", src, "dst", dst)
+	}
 }
 
 func (e *Emulator) storageLinks(s Storage) (*Link, *Link) {

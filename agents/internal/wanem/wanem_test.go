@@ -1,17 +1,20 @@
 package wanem
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -280,6 +283,99 @@ func TestTheEmulatorDelaysEachMeshSenderByItsRegionsRoundTrip(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := c.Read(make([]byte, 8)); err == nil {
 		t.Fatalf("an unknown sender got %d bytes back", n)
+	}
+}
+
+// syncBuffer is a log destination the emulator's goroutines and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func senderID(id string) [16]byte {
+	var sender [16]byte
+	b, _ := hex.DecodeString(strings.ReplaceAll(id, "-", ""))
+	copy(sender[:], b)
+	return sender
+}
+
+func TestARegionPairWithNoTableRowPassesThroughWithoutDelay(t *testing.T) {
+	table, err := DefaultTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		known   = "0b9f6f7e-3c1a-4d52-9a1e-1f2d3c4b5a60" // aws/ap-south-1: 60 ms to Singapore
+		unknown = "5d0c7a1e-2b3f-4c4d-9e5f-60718293a4b5" // azure/westeurope: no row in the table
+	)
+	ids := map[string]Site{
+		known:   {Provider: "aws", Region: "ap-south-1", Zone: "ap-south-1a"},
+		unknown: {Provider: "azure", Region: "westeurope", Zone: "westeurope-1"},
+	}
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var out []map[string]string
+		for id, s := range ids {
+			out = append(out, map[string]string{"id": id, "provider": s.Provider, "region": s.Region, "zone": s.Zone})
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	defer api.Close()
+	echo := echoServer(t)
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg := Config{Seed: 1, JitterFrac: 0.01, Spike: SpikeConfig{Prob: 0.001, MinX: 20, MaxX: 300, CapMs: 600},
+		Mesh: []MeshRoute{{Name: "dst", Listen: "127.0.0.1:0", Upstream: echo,
+			Site: Site{Provider: "gcp", Region: "asia-southeast1", Zone: "asia-southeast1-b"}}}}
+	em := New(cfg, table, &APIResolver{URL: api.URL}, log)
+	st, err := em.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = em.Serve(ctx) }()
+
+	// Both sides of the comparison carry a mesh frame of the same size over real sockets.
+	frame := meshFrame(senderID(unknown), 64)
+	direct := median(roundTrips(t, echo, 30, frame))
+	// Two connections of the unknown pair: both pass, and the pair is logged once.
+	for i := 0; i < 2; i++ {
+		via := median(roundTrips(t, st.Mesh["dst"], 30, frame))
+		// The proxy's own cost is tens of microseconds; the smallest delay the table could
+		// add is the 0.25 ms of one zone, its cross-region rows tens of ms. 20 ms is room
+		// for a loaded machine, far below any inter-region row.
+		if via > direct+20*time.Millisecond {
+			t.Fatalf("connection %d of a pair without a row: median round trip %v, direct %v", i+1, via, direct)
+		}
+	}
+	want := 60 * time.Millisecond
+	if m := median(roundTrips(t, st.Mesh["dst"], 15, meshFrame(senderID(known), 64))); m < want-want/20 || m > want+want/10+3*time.Millisecond {
+		t.Fatalf("a pair with a row: median round trip %v, want its %v", m, want)
+	}
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) == nil && strings.Contains(fmt.Sprint(rec["msg"]), "no round trip") {
+			lines = append(lines, rec)
+		}
+	}
+	if len(lines) != 1 || lines[0]["level"] != "INFO" {
+		t.Fatalf("want one info line for the pair without a row, got %v (log: %s)", lines, logs.String())
+	}
+	if fmt.Sprint(lines[0]["src"]) != "azure/westeurope" || fmt.Sprint(lines[0]["dst"]) != "gcp/asia-southeast1" {
+		t.Fatalf("the line does not name the pair: %v", lines[0])
 	}
 }
 

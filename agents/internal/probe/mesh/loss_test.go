@@ -256,3 +256,70 @@ func TestRecordingNeverHoldsUpSending(t *testing.T) {
 		return col.count(func(s flat) bool { return s.peer == "silent" && s.status == sample.StatusTimeout }) > after+10
 	})
 }
+
+// resettingPeer accepts every connection, reads one frame of a size-byte payload so that a
+// message is in flight, and resets the connection (RST, not FIN).
+func resettingPeer(t *testing.T, size int) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_, _ = io.ReadFull(c, make([]byte, headerLen+size))
+				_ = c.(*net.TCPConn).SetLinger(0)
+				c.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// closedPort is a loopback address nothing listens on: a dial to it is refused.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func TestALossRecordsWhyThePeerDidNotAnswer(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		addr func(t *testing.T) string
+		want sample.Status
+	}{
+		{"the port is closed: refused", closedPort, sample.StatusRefused},
+		{"the peer accepts then resets: error", func(t *testing.T) string { return resettingPeer(t, 64) }, sample.StatusError},
+		{"the peer never answers: timeout", func(t *testing.T) string { return startPeerServer(t, 64, 0, true).ln.Addr().String() }, sample.StatusTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, col := soloProber(t, "00000000-0000-4000-8000-0000000000a5")
+			p.Apply(settings(20, 64, timeout, []Peer{{ID: "peer", Name: "peer", Address: tc.addr(t)}}, nil))
+			waitFor(t, "10 outcomes for the peer", 15*time.Second, func() bool {
+				return col.count(func(s flat) bool { return s.peer == "peer" }) >= 10
+			})
+			got := map[sample.Status]int{}
+			col.mu.Lock()
+			for _, s := range col.m {
+				got[s.status]++
+			}
+			col.mu.Unlock()
+			if len(got) != 1 || got[tc.want] == 0 {
+				t.Fatalf("statuses %v, want every loss to be %v (%d)", got, tc.want, tc.want)
+			}
+		})
+	}
+}

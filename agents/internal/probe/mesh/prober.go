@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"stormwatch/agents/internal/sample"
@@ -410,6 +411,30 @@ type inflight struct {
 	gen   uint64   // connection it was written to; 0 when it could not be written
 	tr    *tracker // the tracker of the plan it was sent under
 	skip  bool     // not sent: the link was not ready; only the quorum hears of it
+	// st is why its connection is gone, once known (refused, reset); zero: a timeout.
+	st sample.Status
+}
+
+// lossStatus is the status of a message without an echo: the reason the agent knows, else
+// a timeout.
+func lossStatus(e inflight) sample.Status {
+	if e.st != sample.StatusOK {
+		return e.st
+	}
+	return sample.StatusTimeout
+}
+
+// statusOf classifies a connection's failure as docs/methodology.md defines the statuses: a
+// refused dial is 2, a reset by the peer 3 (another error); anything else, a stall or a dial
+// that timed out, is a timeout.
+func statusOf(err error) sample.Status {
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return sample.StatusRefused
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return sample.StatusError
+	}
+	return sample.StatusTimeout
 }
 
 // ring is a FIFO of messages in flight; it grows only when full.
@@ -462,7 +487,8 @@ type link struct {
 	recvSeq  uint64
 	lastRecv time.Time
 	q        ring
-	ready    bool // the first dial attempt is over
+	down     sample.Status // why there is no connection: the last dial's or connection's failure
+	ready    bool          // the first dial attempt is over
 	dialing  bool
 	busy     bool // a writer goroutine finishes a partial write
 	stopping bool // draining: no more sends, closes when nothing is in flight
@@ -513,8 +539,12 @@ func (l *link) send(r uint64, tr *tracker) {
 	}
 	if c == nil || l.busy {
 		// The message cannot be handed to the socket: a loss of this round, which the
-		// reaper records.
-		l.q.push(inflight{round: r, sent: time.Now(), tr: tr})
+		// reaper records, for the reason the connection is missing.
+		e := inflight{round: r, sent: time.Now(), tr: tr}
+		if c == nil {
+			e.st = l.down
+		}
+		l.q.push(e)
 		l.mu.Unlock()
 		if c == nil {
 			l.startDial()
@@ -590,8 +620,12 @@ func (l *link) expire(now time.Time) time.Time {
 		}
 		x := l.q.pop()
 		lost = lost || !x.skip
+		st := sample.StatusTimeout
+		if l.dead(&x) {
+			st = lossStatus(x)
+		}
 		l.mu.Unlock()
-		l.record(x, 0, sample.StatusTimeout)
+		l.record(x, 0, st)
 		l.mu.Lock()
 	}
 	var next time.Time
@@ -625,6 +659,14 @@ func (l *link) fail(gen uint64, err error) {
 	l.conn = nil
 	l.p.connected.Add(-1)
 	stopping := l.stopping
+	// What was in flight on it is lost for the reason it failed.
+	st := statusOf(err)
+	l.down = st
+	for i := range l.q.size {
+		if e := &l.q.buf[(l.q.head+i)%len(l.q.buf)]; e.gen == gen {
+			e.st = st
+		}
+	}
 	l.mu.Unlock()
 	c.shutdown()
 	l.p.log.Debug("mesh connection lost", "peer", l.peer.Name, "address", l.peer.Address, "err", err)
@@ -716,6 +758,9 @@ func (l *link) dial() bool {
 	c, err := d.DialContext(l.ctx, "tcp", l.peer.Address)
 	if err != nil {
 		l.p.log.Debug("mesh dial failed", "peer", l.peer.Name, "address", l.peer.Address, "err", err)
+		l.mu.Lock()
+		l.down = statusOf(err)
+		l.mu.Unlock()
 		return false
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
@@ -823,7 +868,7 @@ func (l *link) match(gen uint64, now time.Time) (inflight, bool, error) {
 		}
 		x := l.q.pop()
 		l.mu.Unlock()
-		l.record(x, 0, sample.StatusTimeout)
+		l.record(x, 0, lossStatus(x))
 		l.mu.Lock()
 		if l.gen != gen {
 			return inflight{}, false, errStale
