@@ -3198,6 +3198,11 @@ export interface components {
              * @enum {string}
              */
             status: "scheduled" | "running" | "done" | "missed";
+            /**
+             * Missed Reason
+             * @description when missed: why, as far as the server can tell (an agent deleted, its probe off, not heard from during the experiment)
+             */
+            missed_reason?: string | null;
             /** Est Bytes */
             est_bytes: number;
             /** Est Cost Usd */
@@ -3267,6 +3272,11 @@ export interface components {
              * @enum {string}
              */
             status: "scheduled" | "running" | "done" | "missed";
+            /**
+             * Missed Reason
+             * @description when missed: why, as far as the server can tell (an agent deleted, its probe off, not heard from during the experiment)
+             */
+            missed_reason?: string | null;
             /** Est Bytes */
             est_bytes: number;
             /** Est Cost Usd */
