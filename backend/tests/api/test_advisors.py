@@ -501,6 +501,22 @@ def test_region_pairs_rank_by_median_with_intervals_around_each_figure(
                            params={"stat": "p150"})) == ["query", "stat"]
 
 
+def test_storage_rankings_never_mix_object_sizes_in_one_row(
+        client: httpx.Client, seeded: Seeded) -> None:
+    params = {"kind": "storage", "level": "pair", "stat": "p50", "op": "get", **seeded.raw_range}
+    body = _ok(client.get("/api/v1/advisors/rankings", headers=seeded.headers, params=params))
+    keys = sorted(r["key"] for r in body["rows"])
+    assert keys == sorted(f"{t}, {s}" for t in ("text-store", "bare-store")
+                          for s in ("100 kB", "1 MB", "10 MB")), keys
+    # The 100 kB GETs are the fastest rows: each row holds one size's samples only.
+    assert body["rows"][0]["key"].endswith("100 kB")
+    assert body["rows"][0]["value"] == pytest.approx((PLAIN_BASE_US + 100_000 * PER_BYTE_US)
+                                                     / 1000, rel=0.02)
+    one = _ok(client.get("/api/v1/advisors/rankings", headers=seeded.headers,
+                         params={**params, "size_bytes": 1_000_000}))
+    assert sorted(r["key"] for r in one["rows"]) == ["bare-store", "text-store"]
+
+
 # --- roles -----------------------------------------------------------------------------------
 
 

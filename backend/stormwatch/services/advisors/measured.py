@@ -421,6 +421,14 @@ async def timeout(session: AsyncSession, org_id: uuid.UUID, scope: str, start: d
 # --- rankings ----------------------------------------------------------------------------
 
 
+def size_label(n: int) -> str:
+    """An object size as people write it: binary units for powers of 1024, else SI."""
+    for unit, b in (("MiB", 1 << 20), ("KiB", 1 << 10), ("MB", 10**6), ("kB", 10**3)):
+        if n >= b and n % b == 0:
+            return f"{n // b} {unit}"
+    return f"{n} B"
+
+
 async def ranking(session: AsyncSession, org_id: uuid.UUID, kind: str, level: str, stat: str,
                   start: datetime, end: datetime, op: str | None, size_bytes: int | None,
                   variant: str | None, proto: str | None) -> dict[str, Any]:
@@ -443,8 +451,10 @@ async def ranking(session: AsyncSession, org_id: uuid.UUID, kind: str, level: st
             t = targets.get(k[1])
             if t is None:
                 return None
-            return {"provider": t[0], "region": f"{t[0]}/{t[1]}", "pair": t[2],
-                    "region_pair": f"{t[0]}/{t[1]}"}[level]
+            label = {"provider": t[0], "region": f"{t[0]}/{t[1]}", "pair": t[2],
+                     "region_pair": f"{t[0]}/{t[1]}"}[level]
+            # Latency grows with object size: a row never mixes sizes (seed 000 ranks per size).
+            return label if size_bytes is not None else f"{label}, {size_label(int(k[5]))}"
     else:
         if kind == "throughput" and proto:
             extra["proto"] = [proto]
