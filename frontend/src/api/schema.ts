@@ -850,8 +850,9 @@ export interface paths {
         put?: never;
         /**
          * Backtest Alert Rule
-         * @description How often the draft would have fired over the range (default: the last 7 days), each
-         *     firing's start, end, series and peak, and the evaluated windows to draw.
+         * @description How often the draft would have fired over the range (default: the last 7 days, from
+         *     where the org's data begins when that is later), each firing's start, end, series and
+         *     peak, and the evaluated windows to draw.
          */
         post: operations["backtest_alert_rule_api_v1_alert_rules_backtest_post"];
         delete?: never;
@@ -2039,7 +2040,7 @@ export interface components {
             reminder_interval_s?: number | null;
             /**
              * From
-             * @description UTC; default to - 7 days
+             * @description UTC; default to - 7 days, or where the org's data begins when that is later
              */
             from?: string | null;
             /**
