@@ -5090,8 +5090,35 @@ export interface components {
             losses?: number | null;
             /** Tail Samples Expected */
             tail_samples_expected?: number | null;
-            /** Samples Needed */
+            /**
+             * Samples Needed
+             * @description samples for 10 beyond T at the measured loss rate; null when that loss rate alone exceeds the target probability
+             */
             samples_needed?: number | null;
+            /**
+             * Time Needed S
+             * @description how long the scope takes to collect samples_needed at its measured sample rate
+             */
+            time_needed_s?: number | null;
+            /**
+             * Best Probability
+             * @description when the asked rate is not met or not supported: the smallest probability with 10 values beyond T besides the losses
+             */
+            best_probability?: number | null;
+            /** Best Timeout Us */
+            best_timeout_us?: number | null;
+            /** Best Timeout Ms */
+            best_timeout_ms?: number | null;
+            /**
+             * Best False Timeouts Per Hour
+             * @description best_probability at the asked message rate
+             */
+            best_false_timeouts_per_hour?: number | null;
+            /**
+             * Best Msg Rate Per S
+             * @description the message rate best_probability allows at the asked false timeouts per hour
+             */
+            best_msg_rate_per_s?: number | null;
             /** Exact */
             exact?: boolean | null;
             /** Quantile */

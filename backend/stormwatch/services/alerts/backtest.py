@@ -35,29 +35,13 @@ from stormwatch.services.alerts.values import (
     replayed_silence,
     rollup_windows,
 )
+from stormwatch.services.analytics.coverage import data_start
 from stormwatch.services.analytics.queries import KIND_SPECS, Filters, _where
 
 RAW_BACKTEST_ROWS = 2_000_000
 RAW_TAIL = timedelta(minutes=15)
 MAX_DRAW_POINTS = 1500
 MAX_DRAWN_SERIES = 12
-
-
-async def data_start(session: AsyncSession, org_id: uuid.UUID, kind: str | None,
-                     start: datetime) -> datetime | None:
-    """When the org's data of this kind begins after `start`: its first minute rollup, else
-    (rollups lag on a young install) its first agent's enrollment; None when it has neither.
-    Both reads are index lookups."""
-    first = None
-    if kind is not None:
-        first = (await session.execute(text(
-            f"SELECT min(bucket_start) FROM {KIND_SPECS[kind].table} "  # noqa: S608 (fixed names)
-            "WHERE org_id = :o AND bucket_s = 60 AND bucket_start >= :s"),
-            {"o": org_id, "s": start})).scalar()
-    if first is None:
-        first = (await session.execute(text(
-            "SELECT min(first_seen) FROM agents WHERE org_id = :o"), {"o": org_id})).scalar()
-    return first
 
 
 async def backtest(session: AsyncSession, org_id: uuid.UUID, draft: dict[str, Any],
