@@ -3346,6 +3346,7 @@ export interface components {
             redis: components["schemas"]["Component"];
             worker: components["schemas"]["Component"];
             beat: components["schemas"]["Component"];
+            jobs: components["schemas"]["Jobs"];
             rollups: components["schemas"]["Rollups"];
         };
         /** HeatmapCell */
@@ -3439,6 +3440,45 @@ export interface components {
             sas_token?: string | null;
             /** Service Account Json */
             service_account_json?: string | null;
+        };
+        /** Job */
+        Job: {
+            /**
+             * Job
+             * @description The beat schedule's name of the job
+             */
+            job: string;
+            /** Ok */
+            ok: boolean;
+            /** Detail */
+            detail: string;
+            /** Cadence S */
+            cadence_s: number;
+            /** Last Start */
+            last_start: string | null;
+            /** Last Success */
+            last_success: string | null;
+            /** Last Failure */
+            last_failure: string | null;
+            /**
+             * Last Error
+             * @description The last failure's reason
+             */
+            last_error: string | null;
+            /** Failures In A Row */
+            failures_in_a_row: number;
+        };
+        /** Jobs */
+        Jobs: {
+            /**
+             * Ok
+             * @description False when a job failed its last runs or has not succeeded within three of its cadences
+             */
+            ok: boolean;
+            /** Detail */
+            detail: string;
+            /** Jobs */
+            jobs: components["schemas"]["Job"][];
         };
         /** KindBacklog */
         KindBacklog: {
