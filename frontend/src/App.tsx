@@ -2,6 +2,7 @@ import { Suspense, lazy, useEffect, useState } from "react";
 import { follow } from "./components/common/Link";
 import { onUnauthorized } from "./api/http";
 import { getMe, logout, type Me } from "./api/endpoints";
+import { HealthBanner } from "./components/common/HealthBanner";
 import { Loading, ErrorState } from "./components/common/State";
 import { NAV } from "./nav";
 import { linkTo, navigate, useLocation } from "./lib/router";
@@ -152,6 +153,7 @@ export function App() {
         </div>
       </aside>
       <main id="main">
+        {auth.me.role === "admin" && <HealthBanner />}
         <Suspense fallback={<Loading />}>
           <Page path={path === "/login" ? "/overview" : path} />
         </Suspense>

@@ -24,6 +24,7 @@ func run(args []string) int {
 	high := fs.Float64("high-mbit", 850, "rate before the switch, Mbit/s per direction")
 	low := fs.Float64("low-mbit", 400, "rate after the switch, Mbit/s per direction")
 	after := fs.Int64("switch-after-bytes", 8<<30, "bytes per direction at the high rate")
+	refill := fs.Duration("refill-after-idle", 0, "idle time after which a direction starts again at the high rate (0: never)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -32,7 +33,7 @@ func run(args []string) int {
 		return 2
 	}
 	s, err := shaper.Listen(shaper.Config{Listen: *listen, Upstream: *upstream, HighBytesPerS: *high * 1e6 / 8,
-		LowBytesPerS: *low * 1e6 / 8, SwitchAfterBytes: *after})
+		LowBytesPerS: *low * 1e6 / 8, SwitchAfterBytes: *after, RefillAfterIdle: *refill})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "shaper:", err)
 		return 1

@@ -24,6 +24,10 @@ type Config struct {
 	HighBytesPerS    float64
 	LowBytesPerS     float64
 	SwitchAfterBytes int64
+	// RefillAfterIdle, when set, starts a direction again at the high rate with a fresh
+	// volume once it has forwarded nothing for this long, as burst credits refill on the
+	// shaped paths seed 004 measured; zero keeps the low rate for good after the switch.
+	RefillAfterIdle time.Duration
 }
 
 // chunkBytes is the most one TCP read forwards at once.
@@ -49,8 +53,10 @@ const (
 // bucket is the token bucket of one direction, shared by every connection and flow.
 type bucket struct {
 	lim         *rate.Limiter
-	low         rate.Limit
+	high, low   rate.Limit
 	switchAfter int64
+	refill      time.Duration
+	last        time.Time // the last byte forwarded
 	bytes       atomic.Int64
 	mu          sync.Mutex
 	switchedAt  time.Time
@@ -65,10 +71,12 @@ func newBucket(c Config) *bucket {
 	burst := max(chunkBytes, int(c.HighBytesPerS*catchUp.Seconds()))
 	lim := rate.NewLimiter(rate.Limit(c.HighBytesPerS), burst)
 	lim.AllowN(time.Now(), burst) // starts empty: the first bytes go at the rate, not in a burst
-	return &bucket{lim: lim, low: rate.Limit(c.LowBytesPerS), switchAfter: c.SwitchAfterBytes}
+	return &bucket{lim: lim, high: rate.Limit(c.HighBytesPerS), low: rate.Limit(c.LowBytesPerS),
+		switchAfter: c.SwitchAfterBytes, refill: c.RefillAfterIdle}
 }
 
-// resume empties the bucket when the direction was idle for gap.
+// resume empties the bucket when the direction was idle for gap, and starts its volume
+// again at the high rate when it forwarded nothing for the refill time.
 func (b *bucket) resume(gap time.Duration) {
 	if gap < idleGap {
 		return
@@ -76,6 +84,20 @@ func (b *bucket) resume(gap time.Duration) {
 	now := time.Now()
 	if t := b.lim.TokensAt(now); t >= 1 {
 		b.lim.AllowN(now, int(t))
+	}
+	if b.refill <= 0 {
+		return
+	}
+	b.mu.Lock()
+	fresh := !b.last.IsZero() && now.Sub(b.last) >= b.refill
+	if fresh {
+		// A new episode: its own volume and timeline, so a long-lived shaper keeps no history.
+		b.bytes.Store(0)
+		b.first, b.slots, b.last, b.switchedAt = time.Time{}, nil, time.Time{}, time.Time{}
+	}
+	b.mu.Unlock()
+	if fresh {
+		b.lim.SetLimit(b.high)
 	}
 }
 
@@ -91,6 +113,7 @@ func (b *bucket) passed(n int) {
 		b.slots = append(b.slots, 0)
 	}
 	b.slots[i] += int64(n)
+	b.last = now
 	total := b.bytes.Add(int64(n))
 	switched := total >= b.switchAfter && total-int64(n) < b.switchAfter
 	if switched {

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // arrivals records what a receiver got and when.
@@ -21,6 +23,15 @@ func (a *arrivals) add(n int) {
 	a.t = append(a.t, time.Now())
 	a.n = append(a.n, n)
 	a.mu.Unlock()
+}
+
+func (a *arrivals) last() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.t) == 0 {
+		return time.Time{}
+	}
+	return a.t[len(a.t)-1]
 }
 
 func (a *arrivals) total() int {
@@ -192,11 +203,13 @@ func TestEachDirectionForwardsAtTheHighRateThenAtTheLowRateAfterTheVolume(t *tes
 			got.mu.Lock()
 			first := got.t[0]
 			got.mu.Unlock()
-			if hi := got.rate(first.Add(100*time.Millisecond), st.SwitchedAt.Add(-50*time.Millisecond)); math.Abs(hi-high) > 0.05*high {
-				t.Errorf("before the switch: %.4g bytes/s, want %.4g ± 5%%", hi, high)
+			// Never above a rate by more than 5%; below it by up to 15%, as a loaded host's late
+			// wakeups of sender, relay and receiver can only slow what arrives.
+			if hi := got.rate(first.Add(100*time.Millisecond), st.SwitchedAt.Add(-50*time.Millisecond)); hi > 1.05*high || hi < 0.85*high {
+				t.Errorf("before the switch: %.4g bytes/s, want %.4g +5%% -15%%", hi, high)
 			}
-			if lo := got.rate(st.SwitchedAt.Add(100*time.Millisecond), st.SwitchedAt.Add(1100*time.Millisecond)); math.Abs(lo-low) > 0.05*low {
-				t.Errorf("after the switch: %.4g bytes/s, want %.4g ± 5%%", lo, low)
+			if lo := got.rate(st.SwitchedAt.Add(100*time.Millisecond), st.SwitchedAt.Add(1100*time.Millisecond)); lo > 1.05*low || lo < 0.85*low {
+				t.Errorf("after the switch: %.4g bytes/s, want %.4g +5%% -15%%", lo, low)
 			}
 			// The volume before the switch is the configured one: the receiver got it by then.
 			if b := got.rate(first, st.SwitchedAt.Add(5*time.Millisecond)) * st.SwitchedAt.Add(5*time.Millisecond).Sub(first).Seconds(); math.Abs(b-after) > 0.05*after {
@@ -211,5 +224,64 @@ func TestEachDirectionForwardsAtTheHighRateThenAtTheLowRateAfterTheVolume(t *tes
 				}
 			}
 		})
+	}
+}
+
+func TestADirectionIdleForTheRefillTimeStartsAgainAtTheHighRate(t *testing.T) {
+	const high, low, after, refill = 4e6, 1e6, 2e6, 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := &arrivals{}
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		drain(c, got)
+	}()
+	s, err := Listen(Config{Listen: "127.0.0.1:0", Upstream: ln.Addr().String(), HighBytesPerS: high,
+		LowBytesPerS: low, SwitchAfterBytes: after, RefillAfterIdle: refill})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = s.Serve(ctx) }()
+	defer func() { cancel(); <-served }()
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sent := 0
+	send := func(n int) {
+		if _, err := c.Write(make([]byte, n)); err != nil {
+			t.Fatal(err)
+		}
+		sent += n
+		waitFor(t, "the receiver to get what was sent", 30*time.Second, func() bool { return got.total() >= sent })
+	}
+	send(3e6) // past the volume: the direction is at the low rate
+	first := s.Stats(Up)
+	if first.SwitchedAt.IsZero() {
+		t.Fatal("the direction never switched")
+	}
+	// Idle for longer than the refill time: the next bytes go at the high rate again, and
+	// the new episode switches again after its own volume.
+	waitFor(t, "the refill time to pass", 5*time.Second, func() bool { return time.Since(got.last()) > 2*refill })
+	send(1.5e6)
+	st := s.Stats(Up)
+	if lim := s.dirs[Up].lim.Limit(); lim != rate.Limit(high) || st.Bytes != 1.5e6 || !st.SwitchedAt.IsZero() {
+		t.Errorf("after the idle time: limit %v, %d bytes, switched at %v; want the high rate, a fresh 1.5e6 bytes, no switch", lim, st.Bytes, st.SwitchedAt)
+	}
+	send(1e6) // 2.5 MB in this episode: past its volume, so at the low rate again
+	st = s.Stats(Up)
+	if lim := s.dirs[Up].lim.Limit(); lim != rate.Limit(low) || !st.SwitchedAt.After(first.SwitchedAt) {
+		t.Errorf("past the new episode's volume: limit %v, switched at %v; want the low rate and a new switch", lim, st.SwitchedAt)
 	}
 }

@@ -15,3 +15,4 @@ def get_redis() -> aioredis.Redis:
 
 WORKER_HEARTBEAT_KEY = "stormwatch:heartbeat:worker"
 BEAT_HEARTBEAT_KEY = "stormwatch:heartbeat:beat"
+BEAT_STARTED_KEY = "stormwatch:beat:started"

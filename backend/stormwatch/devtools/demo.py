@@ -33,9 +33,10 @@ AZ_ACCOUNT = "devstoreaccount1"
 AZ_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 BUCKET = "stormwatch-demo"
 KIB, MIB = 1 << 10, 1 << 20
-# Seed 000's binary sizes (1 kB - 10 MB); text and the variants are left out to keep the
-# demo cheap on two cores.
+# Seed 000's binary sizes (1 kB - 10 MB); text objects and the gzip9 and replicated variants
+# at three sizes each, so the compression and replication advisors have data to work on.
 DEMO_SIZES = [KIB, 10 * KIB, 100 * KIB, MIB, 10 * MIB]
+DEMO_TEXT_SIZES = [KIB, 100 * KIB, MIB]
 # Twelve agents at 10 rounds/s would send 1440 samples/s; 2 rounds/s keeps the fleet's share
 # of two cores small while a 30 s window still holds 60 samples per pair.
 DEMO_RATE_HZ = 2.0
@@ -76,18 +77,20 @@ STORAGE_AGENT = "gcp-virginia-a"
 @dataclass(frozen=True)
 class StorageProfile:
     """An emulated storage endpoint: round trip and bandwidth as seen from the prober.
-    Illustrative values, chosen so the providers rank differently by object size."""
+    Illustrative values, chosen so the providers rank differently by object size; each
+    region is one the pricing catalog lists, near the prober in Virginia."""
 
     provider: str
     emulator: str
+    region: str
     rtt_ms: float
     mbit_per_s: float
 
 
 STORAGE = [
-    StorageProfile("s3", "moto", 4.0, 200.0),
-    StorageProfile("azure", "azurite", 12.0, 400.0),
-    StorageProfile("gcs", "fakegcs", 25.0, 900.0),
+    StorageProfile("s3", "moto", "us-east-1", 4.0, 200.0),
+    StorageProfile("azure", "azurite", "eastus", 12.0, 400.0),
+    StorageProfile("gcs", "fakegcs", "us-central1", 25.0, 900.0),
 ]
 
 
@@ -169,10 +172,13 @@ def target_body(p: StorageProfile, endpoint: str, agent_id: str, interval_s: int
     }[p.provider]
     return {
         "name": f"demo {p.provider} ({p.emulator})", "provider": p.provider,
-        "endpoint": endpoint, "region": "us-east-1" if p.provider == "s3" else "",
+        "endpoint": endpoint, "region": p.region,
         "bucket": BUCKET, "path_style": p.provider == "s3", "interval_s": interval_s,
-        "op_timeout_ms": 30_000, "contents": ["binary"],
-        "sizes_bytes": {"binary": DEMO_SIZES, "text": [KIB]},
+        "op_timeout_ms": 30_000, "contents": ["binary", "text"],
+        "sizes_bytes": {"binary": DEMO_SIZES, "text": DEMO_TEXT_SIZES},
+        "variants": {"gzip9": {"enabled": True, "contents": ["text"]},
+                     "replication": {"enabled": True, "copies": 3,
+                                     "sizes_bytes": [KIB, 100 * KIB, MIB]}},
         "assign_all": False, "agent_ids": [agent_id], "credentials": creds,
     }
 

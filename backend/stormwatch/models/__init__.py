@@ -4,6 +4,7 @@ from stormwatch.models.advisors import AdvisorResult, PricingOverride
 from stormwatch.models.agent import TOPOLOGY_CLASSES, Agent, AgentPair, EnrollmentToken
 from stormwatch.models.alerts import Alert, AlertEvent, AlertRule, AlertSeriesState
 from stormwatch.models.base import Base
+from stormwatch.models.jobs import JobRun
 from stormwatch.models.notifications import (
     AlertEventDispatch,
     AlertNotifyState,
@@ -38,6 +39,7 @@ __all__ = [
     "RAW_TABLES",
     "TOPOLOGY_CLASSES",
     "Agent",
+    "JobRun",
     "AgentPair",
     "Alert",
     "AlertEvent",

@@ -42,11 +42,17 @@ def _metrics() -> dict[str, Any]:
             ["task"], buckets=(0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)),
         "failures": Counter("stormwatch_worker_task_failures_total",
                             "Task runs that raised, by task", ["task"]),
+        "job_failures": Counter("stormwatch_job_failures_total",
+                                "Failed runs of each scheduled job, by job", ["job"]),
         # The hook for alert evaluation: wrap each evaluation pass in time_alert_evaluation().
         "alert_evaluation": Histogram(
             "stormwatch_alert_evaluation_seconds", "Wall time of one alert evaluation pass",
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)),
     }
+
+
+def count_job_failure(job: str) -> None:
+    _metrics()["job_failures"].labels(job).inc()
 
 
 @contextmanager
@@ -60,7 +66,8 @@ def time_alert_evaluation() -> Iterator[None]:
 
 
 class StateCollector:
-    """Rollup lag per kind and level and queue depth, read when scraped."""
+    """Rollup lag per kind and level, scheduled jobs' last success and failures in a row,
+    and queue depth, read when scraped."""
 
     def __init__(self) -> None:
         from sqlalchemy import create_engine
@@ -96,6 +103,7 @@ class StateCollector:
         except Exception as exc:  # a scrape must still answer while the database is down
             log.warning("rollup lag unavailable: %s", type(exc).__name__)
         yield lag
+        yield from self._jobs()
         depth = GaugeMetricFamily("stormwatch_worker_queue_depth",
                                   "Tasks waiting in the broker queue", labels=["queue"])
         try:
@@ -109,6 +117,29 @@ class StateCollector:
         except Exception as exc:
             log.warning("queue depth unavailable: %s", type(exc).__name__)
         yield depth
+
+    def _jobs(self) -> Iterator[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+        from sqlalchemy import text
+
+        from stormwatch.services.jobs import JOB_ROWS_SQL
+
+        success = GaugeMetricFamily(
+            "stormwatch_job_last_success_timestamp_seconds",
+            "When each scheduled job last succeeded (Unix time)", labels=["job"])
+        in_a_row = GaugeMetricFamily(
+            "stormwatch_job_failures_in_a_row", "Each scheduled job's failed runs since its "
+            "last success", labels=["job"])
+        try:
+            with self._engine.connect() as conn:
+                for r in conn.execute(text(JOB_ROWS_SQL)).all():
+                    if r.last_success is not None:
+                        success.add_metric([r.job], r.last_success.timestamp())
+                    in_a_row.add_metric([r.job], float(r.failures_in_a_row))
+        except Exception as exc:
+            log.warning("job runs unavailable: %s", type(exc).__name__)
+        yield success
+        yield in_a_row
 
 
 @signals.worker_init.connect

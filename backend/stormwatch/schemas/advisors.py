@@ -295,7 +295,20 @@ class TimeoutOut(BaseModel):
     samples: int | None = None
     losses: int | None = None
     tail_samples_expected: float | None = None
-    samples_needed: int | None = None
+    samples_needed: int | None = Field(default=None, description=(
+        "samples for 10 beyond T at the measured loss rate; null when that loss rate alone "
+        "exceeds the target probability"))
+    time_needed_s: float | None = Field(default=None, description=(
+        "how long the scope takes to collect samples_needed at its measured sample rate"))
+    best_probability: float | None = Field(default=None, description=(
+        "when the asked rate is not met or not supported: the smallest probability with 10 "
+        "values beyond T besides the losses"))
+    best_timeout_us: float | None = None
+    best_timeout_ms: float | None = None
+    best_false_timeouts_per_hour: float | None = Field(default=None, description=(
+        "best_probability at the asked message rate"))
+    best_msg_rate_per_s: float | None = Field(default=None, description=(
+        "the message rate best_probability allows at the asked false timeouts per hour"))
     exact: bool | None = None
     quantile: float | None = None
     achievable: bool | None = None

@@ -133,7 +133,8 @@ class AlertRulePublic(AlertRuleDraft):
 
 
 class BacktestRequest(AlertRuleDraft):
-    from_: datetime | None = Field(None, alias="from", description="UTC; default to - 7 days")
+    from_: datetime | None = Field(None, alias="from", description=(
+        "UTC; default to - 7 days, or where the org's data begins when that is later"))
     to: datetime | None = Field(None, description="UTC; default now")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

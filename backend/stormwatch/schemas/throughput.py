@@ -106,6 +106,9 @@ class ExperimentPublic(BaseModel):
     status: Status = Field(description=(
         "scheduled (not started), running (until 2 min after end_at), done (samples "
         "stored), missed (ended without samples)"))
+    missed_reason: str | None = Field(default=None, description=(
+        "when missed: why, as far as the server can tell (an agent deleted, its probe off, "
+        "not heard from during the experiment)"))
     est_bytes: int
     est_cost_usd: float
     origin: Literal["scheduler", "manual"]

@@ -5,6 +5,7 @@ from celery import Celery
 from stormwatch.core.config import get_settings
 from stormwatch.core.logging import setup_logging
 from stormwatch.observability import worker as _worker_metrics  # noqa: F401 - signal handlers
+from stormwatch.worker import jobs as _jobs  # noqa: F401 - signal handlers
 from stormwatch.worker.schedule import BEAT_SCHEDULE
 
 settings = get_settings()

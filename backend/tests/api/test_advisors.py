@@ -444,14 +444,23 @@ def test_a_pair_timeout_at_a_high_message_rate_warns_that_the_tail_is_unsupporte
         "scope": "pair", "src": seeded.agents["seoul-a"].agent_id,
         "dst": seeded.agents["dublin-a"].agent_id, "msg_rate_per_s": 500,
         "false_timeouts_per_hour": 1}))
-    # p = 1/1.8 M: with 3 losses in 400 no timeout can meet it.
+    # p = 1/1.8 M: with 3 losses in 400 no timeout can meet it, and no amount of data will;
+    # the answer gives the best the data supports, both ways.
     assert body["achievable"] is False and "loss rate" in body["warning"]
+    assert body["samples_needed"] is None
+    best = body["best_probability"]
+    assert best == pytest.approx((3 + 10) / body["samples"])
+    assert body["best_false_timeouts_per_hour"] == pytest.approx(best * 500 * 3600)
+    assert body["best_msg_rate_per_s"] == pytest.approx(1 / 3600 / best)
+    assert body["best_timeout_ms"] > 0
     body = _ok(client.post("/api/v1/advisors/timeout", headers=seeded.headers, json={
         "scope": "pair", "src": seeded.agents["seoul-a"].agent_id,
         "dst": seeded.agents["mumbai-a"].agent_id, "msg_rate_per_s": 500,
         "false_timeouts_per_hour": 1}))
     assert body["samples_needed"] == 18_000_000
     assert "18000000 samples" in body["warning"]
+    # At the samples' own rate, that many take far longer than the range they came from.
+    assert body["time_needed_s"] > 1000 * 3600
 
 
 def test_a_quorum_timeout_comes_from_quorum_latency_not_single_links(
@@ -499,6 +508,22 @@ def test_region_pairs_rank_by_median_with_intervals_around_each_figure(
     assert top["value"] == pytest.approx(300, rel=0.02)
     assert _loc(client.get("/api/v1/advisors/rankings", headers=seeded.headers,
                            params={"stat": "p150"})) == ["query", "stat"]
+
+
+def test_storage_rankings_never_mix_object_sizes_in_one_row(
+        client: httpx.Client, seeded: Seeded) -> None:
+    params = {"kind": "storage", "level": "pair", "stat": "p50", "op": "get", **seeded.raw_range}
+    body = _ok(client.get("/api/v1/advisors/rankings", headers=seeded.headers, params=params))
+    keys = sorted(r["key"] for r in body["rows"])
+    assert keys == sorted(f"{t}, {s}" for t in ("text-store", "bare-store")
+                          for s in ("100 kB", "1 MB", "10 MB")), keys
+    # The 100 kB GETs are the fastest rows: each row holds one size's samples only.
+    assert body["rows"][0]["key"].endswith("100 kB")
+    assert body["rows"][0]["value"] == pytest.approx((PLAIN_BASE_US + 100_000 * PER_BYTE_US)
+                                                     / 1000, rel=0.02)
+    one = _ok(client.get("/api/v1/advisors/rankings", headers=seeded.headers,
+                         params={**params, "size_bytes": 1_000_000}))
+    assert sorted(r["key"] for r in one["rows"]) == ["bare-store", "text-store"]
 
 
 # --- roles -----------------------------------------------------------------------------------

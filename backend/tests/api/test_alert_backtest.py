@@ -65,6 +65,23 @@ def test_the_backtest_counts_each_injected_spike_once_and_says_when(api: httpx.C
     assert body["elapsed_ms"] < 60_000
 
 
+def test_a_backtest_without_a_range_starts_where_the_data_does_and_draws_every_window(
+        api: httpx.Client, spiky: Any) -> None:
+    body = {k: v for k, v in draft(spiky).items() if k not in ("from", "to")}
+    r = api.post("/api/v1/alert-rules/backtest", json=body, headers=spiky["h"])
+    assert r.status_code == 200, r.text
+    out = r.json()
+    # 2.5 h of data, not 7 days: one drawn point per window, so spikes are steps, not a line.
+    assert datetime.fromisoformat(out["from"]) == spiky["start"]
+    assert out["draw_step_s"] == 60
+    (series,) = out["series"]
+    assert len(series["windows"]) >= WINDOWS
+    drawn = {datetime.fromisoformat(w["start"]) for w in series["windows"] if w["breach"]}
+    assert {f["start"] for f in out["firings"]} == {
+        f["start"] for f in out["firings"] if datetime.fromisoformat(f["start"]) in drawn}
+    assert out["count"] == 5
+
+
 def test_x_of_y_in_the_backtest_needs_two_bad_windows_of_three(api: httpx.Client,
                                                                spiky: Any) -> None:
     r = api.post("/api/v1/alert-rules/backtest", json=draft(spiky, x=2, y=3),

@@ -195,10 +195,58 @@ def test_a_responder_without_a_listener_cannot_be_scheduled(api, make_org):
     org = make_org()
     a = enroll(api, org.enrollment_token, "tp-a")
     b = enroll(api, org.enrollment_token, "tp-b")
+    assert set_address(api, a, "127.0.0.1:7710").status_code == 204
     r = api.post("/api/v1/throughput/experiments", headers=admin(org),
                  json={"initiator_agent_id": a.agent_id, "responder_agent_id": b.agent_id})
     assert r.status_code == 422
     assert r.json()["detail"][0]["loc"] == ["body", "responder_agent_id"]
+    assert "tp-b" in r.json()["detail"][0]["msg"]
+
+
+def test_an_initiator_with_its_probe_off_is_a_422_naming_it(api, make_org):
+    org = make_org()
+    a = enroll(api, org.enrollment_token, "tp-off")
+    b = enroll(api, org.enrollment_token, "tp-on")
+    assert set_address(api, b, "127.0.0.1:7711").status_code == 204
+    r = api.post("/api/v1/throughput/experiments", headers=admin(org),
+                 json={"initiator_agent_id": a.agent_id, "responder_agent_id": b.agent_id})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "initiator_agent_id"]
+    assert "tp-off" in r.json()["detail"][0]["msg"]
+
+
+def test_a_manual_experiment_fits_the_default_budget(api, pair):
+    org, a, b = pair
+    r = api.post("/api/v1/throughput/experiments", headers=admin(org),
+                 json={"initiator_agent_id": a.agent_id, "responder_agent_id": b.agent_id})
+    assert r.status_code == 201, r.text
+
+
+def test_a_missed_experiment_says_why(api, db, pair):
+    org, a, b = pair
+    start = (datetime.now(UTC) - timedelta(minutes=30)).replace(microsecond=0)
+    exp = insert_experiment(db, org.org_id, a.agent_id, b.agent_id, "tcp", start, 20)
+    with db.begin() as c:  # the initiator turned its probe off since
+        c.execute(text("UPDATE agents SET throughput_address = '' WHERE id = :i"),
+                  {"i": a.agent_id})
+    body = api.get(f"/api/v1/throughput/experiments/{exp}", headers=admin(org)).json()
+    assert body["status"] == "missed"
+    assert "initiator tp-a has its throughput probe off" in body["missed_reason"]
+    (listed,) = api.get("/api/v1/throughput/experiments", headers=admin(org),
+                        params={"status": "missed"}).json()
+    assert listed["missed_reason"] == body["missed_reason"]
+    with db.begin() as c:  # both listening, but the responder went quiet before the start
+        c.execute(text("UPDATE agents SET throughput_address = '127.0.0.1:7710', "
+                       "last_seen = :t WHERE id = :a"), {"a": a.agent_id, "t": start})
+        c.execute(text("UPDATE agents SET last_seen = :t WHERE id = :b"),
+                  {"b": b.agent_id, "t": start - timedelta(minutes=5)})
+    body = api.get(f"/api/v1/throughput/experiments/{exp}", headers=admin(org)).json()
+    assert "responder tp-b was not heard from during the experiment" in body["missed_reason"]
+    assert "tp-a" not in body["missed_reason"]
+    done = run_experiment(api, db, org, a, b, start + timedelta(minutes=2), [1e6] * 5,
+                          [1e6] * 5)
+    assert api.get(f"/api/v1/throughput/experiments/{done}",
+                   headers=admin(org)).json()["missed_reason"] is None
 
 
 def test_an_experiment_shows_its_statistics_transition_and_per_second_samples(

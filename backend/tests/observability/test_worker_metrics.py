@@ -3,11 +3,13 @@ PostgreSQL: rollup lag per kind and level, task durations, queue depth."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 
 import httpx
 import pytest
@@ -83,3 +85,59 @@ def test_a_failing_task_is_counted_as_a_failure(services, worker):
     key = ("stormwatch_worker_task_failures_total", (("task", "stormwatch.roll_up_window"),))
     got = poll(worker, lambda g: g.get(key, 0) >= 1)
     assert got[key] >= 1
+
+
+def health_jobs(api: httpx.Client) -> dict:
+    return api.get("/api/v1/health").json()["jobs"]
+
+
+def wait_for_job(api: httpx.Client, ready, timeout_s: float = 60.0) -> tuple[dict, dict]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        jobs = health_jobs(api)
+        job = next((j for j in jobs["jobs"] if j["job"] == "roll-up-recent-samples"), None)
+        if (job is not None and ready(job)) or time.monotonic() > deadline:
+            assert job is not None, jobs
+            return jobs, job
+        time.sleep(0.2)
+
+
+def test_a_job_that_fails_its_last_runs_turns_health_red_naming_it_then_green_once_fixed(
+        services, worker, db, api):
+    """A real fault (the rollup pass's bookmark table gone) fails the scheduled job in the
+    worker; health names the job and the driver's reason, and the metrics count it."""
+    from sqlalchemy import text
+
+    client = Celery("test", broker=services.redis_url, backend=services.redis_url)
+
+    def run_once() -> None:
+        # The failure is what is under test: health reports it.
+        with contextlib.suppress(Exception):
+            client.send_task("stormwatch.roll_up_recent_samples").get(timeout=180)
+
+    run_once()  # a success first: the job's row exists and is green
+    assert wait_for_job(api, lambda j: j["last_success"] is not None)[1]["ok"] is True
+    with db.begin() as c:
+        c.execute(text("ALTER TABLE rollup_watermarks RENAME TO rollup_watermarks_gone"))
+    try:
+        for _ in range(3):
+            run_once()
+        # Celery stores a failed result before it sends task_failure: wait for the record.
+        jobs, job = wait_for_job(api, lambda j: j["failures_in_a_row"] >= 3)
+        assert jobs["ok"] is False and job["ok"] is False, jobs
+        assert job["failures_in_a_row"] == 3
+        assert "UndefinedTable" in job["last_error"] and "rollup_watermarks" in job["last_error"]
+        assert "roll-up-recent-samples: failed its last 3 runs" in jobs["detail"]
+        r = api.get("/api/v1/health")
+        assert r.status_code == 503 and r.json()["ok"] is False
+        key = ("stormwatch_job_failures_in_a_row", (("job", "roll-up-recent-samples"),))
+        assert poll(worker, lambda g: g.get(key, 0) >= 3)[key] == 3
+    finally:
+        with db.begin() as c:
+            c.execute(text("ALTER TABLE rollup_watermarks_gone RENAME TO rollup_watermarks"))
+    run_once()
+    _, job = wait_for_job(api, lambda j: j["failures_in_a_row"] == 0)
+    assert job["ok"] is True
+    key = ("stormwatch_job_last_success_timestamp_seconds", (("job", "roll-up-recent-samples"),))
+    assert poll(worker, lambda g: key in g)[key] == pytest.approx(
+        datetime.fromisoformat(job["last_success"]).timestamp())

@@ -89,3 +89,29 @@ def test_merging_exact_distributions_keeps_samples_and_losses() -> None:
     d = merge([Distribution.exact([1.0, 2.0], failures=1), Distribution.exact([3.0])])
     assert d.moments.samples == 4 and d.moments.failures == 1
     assert list(d.values) == [1.0, 2.0, 3.0]
+
+
+def test_an_unmet_rate_comes_with_the_best_the_data_supports_and_no_false_promise_of_more_data(
+) -> None:
+    # 1000 values and 2 losses at one false timeout per hour at 500 msg/s (p = 1/1.8 M): the
+    # losses alone exceed p, so more data at this loss rate never meets it.
+    vals = np.arange(1, 1001, dtype=float)
+    r = timeout_for(Distribution.exact(vals, failures=2), 1 / 1_800_000)
+    assert r["achievable"] is False and r["timeout_us"] is None
+    assert r["samples_needed"] is None
+    # The best supported: 10 values beyond T besides the 2 losses, p = 12/1002, T = 990.
+    assert r["best_probability"] == pytest.approx(12 / 1002)
+    assert r["best_timeout_us"] == 990
+
+
+def test_a_rate_the_data_cannot_yet_support_says_how_many_samples_it_needs_at_the_loss_rate(
+) -> None:
+    vals = np.arange(1, 10_001, dtype=float)
+    # p = 1e-4, loss rate 1/10001: 10 / (p - loss rate) samples are needed, not 10 / p.
+    r = timeout_for(Distribution.exact(vals, failures=1), 1e-4)
+    assert r["achievable"] is True and r["warning"] is not None
+    assert r["samples_needed"] == int(np.ceil(10 / (1e-4 - 1 / 10_001)))
+    assert r["best_probability"] == pytest.approx(11 / 10_001)
+    assert r["best_timeout_us"] == 9990
+    # Well supported: no best to offer.
+    assert timeout_for(Distribution.exact(vals), 1e-2)["best_probability"] is None

@@ -850,8 +850,9 @@ export interface paths {
         put?: never;
         /**
          * Backtest Alert Rule
-         * @description How often the draft would have fired over the range (default: the last 7 days), each
-         *     firing's start, end, series and peak, and the evaluated windows to draw.
+         * @description How often the draft would have fired over the range (default: the last 7 days, from
+         *     where the org's data begins when that is later), each firing's start, end, series and
+         *     peak, and the evaluated windows to draw.
          */
         post: operations["backtest_alert_rule_api_v1_alert_rules_backtest_post"];
         delete?: never;
@@ -2039,7 +2040,7 @@ export interface components {
             reminder_interval_s?: number | null;
             /**
              * From
-             * @description UTC; default to - 7 days
+             * @description UTC; default to - 7 days, or where the org's data begins when that is later
              */
             from?: string | null;
             /**
@@ -3198,6 +3199,11 @@ export interface components {
              * @enum {string}
              */
             status: "scheduled" | "running" | "done" | "missed";
+            /**
+             * Missed Reason
+             * @description when missed: why, as far as the server can tell (an agent deleted, its probe off, not heard from during the experiment)
+             */
+            missed_reason?: string | null;
             /** Est Bytes */
             est_bytes: number;
             /** Est Cost Usd */
@@ -3267,6 +3273,11 @@ export interface components {
              * @enum {string}
              */
             status: "scheduled" | "running" | "done" | "missed";
+            /**
+             * Missed Reason
+             * @description when missed: why, as far as the server can tell (an agent deleted, its probe off, not heard from during the experiment)
+             */
+            missed_reason?: string | null;
             /** Est Bytes */
             est_bytes: number;
             /** Est Cost Usd */
@@ -3335,6 +3346,7 @@ export interface components {
             redis: components["schemas"]["Component"];
             worker: components["schemas"]["Component"];
             beat: components["schemas"]["Component"];
+            jobs: components["schemas"]["Jobs"];
             rollups: components["schemas"]["Rollups"];
         };
         /** HeatmapCell */
@@ -3428,6 +3440,45 @@ export interface components {
             sas_token?: string | null;
             /** Service Account Json */
             service_account_json?: string | null;
+        };
+        /** Job */
+        Job: {
+            /**
+             * Job
+             * @description The beat schedule's name of the job
+             */
+            job: string;
+            /** Ok */
+            ok: boolean;
+            /** Detail */
+            detail: string;
+            /** Cadence S */
+            cadence_s: number;
+            /** Last Start */
+            last_start: string | null;
+            /** Last Success */
+            last_success: string | null;
+            /** Last Failure */
+            last_failure: string | null;
+            /**
+             * Last Error
+             * @description The last failure's reason
+             */
+            last_error: string | null;
+            /** Failures In A Row */
+            failures_in_a_row: number;
+        };
+        /** Jobs */
+        Jobs: {
+            /**
+             * Ok
+             * @description False when a job failed its last runs or has not succeeded within three of its cadences
+             */
+            ok: boolean;
+            /** Detail */
+            detail: string;
+            /** Jobs */
+            jobs: components["schemas"]["Job"][];
         };
         /** KindBacklog */
         KindBacklog: {
@@ -5079,8 +5130,35 @@ export interface components {
             losses?: number | null;
             /** Tail Samples Expected */
             tail_samples_expected?: number | null;
-            /** Samples Needed */
+            /**
+             * Samples Needed
+             * @description samples for 10 beyond T at the measured loss rate; null when that loss rate alone exceeds the target probability
+             */
             samples_needed?: number | null;
+            /**
+             * Time Needed S
+             * @description how long the scope takes to collect samples_needed at its measured sample rate
+             */
+            time_needed_s?: number | null;
+            /**
+             * Best Probability
+             * @description when the asked rate is not met or not supported: the smallest probability with 10 values beyond T besides the losses
+             */
+            best_probability?: number | null;
+            /** Best Timeout Us */
+            best_timeout_us?: number | null;
+            /** Best Timeout Ms */
+            best_timeout_ms?: number | null;
+            /**
+             * Best False Timeouts Per Hour
+             * @description best_probability at the asked message rate
+             */
+            best_false_timeouts_per_hour?: number | null;
+            /**
+             * Best Msg Rate Per S
+             * @description the message rate best_probability allows at the asked false timeouts per hour
+             */
+            best_msg_rate_per_s?: number | null;
             /** Exact */
             exact?: boolean | null;
             /** Quantile */

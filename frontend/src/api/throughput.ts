@@ -79,6 +79,8 @@ export interface ExperimentVM {
   startMs: number;
   durationS: number;
   status: string;
+  /** why a missed experiment stored nothing, as far as the server can tell */
+  missedReason: string | null;
   estBytes: number | null;
   estCostUsd: number | null;
   /** "scheduler" or "manual" */
@@ -280,6 +282,7 @@ export function toExperiment(v: unknown, names: Names = NO_NAMES): ExperimentVM 
     startMs: ms(o.start_at) ?? 0,
     durationS: num(o.duration_s) ?? 0,
     status: str(o.status),
+    missedReason: typeof o.missed_reason === "string" ? o.missed_reason : null,
     estBytes: num(o.est_bytes),
     estCostUsd: num(o.est_cost_usd),
     origin: str(o.origin),

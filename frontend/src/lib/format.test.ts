@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatAgo, formatBitsPerS, formatBytes, formatCount, formatPercent, formatUs } from "./format";
+import { formatAgo, formatBitsPerS, formatBytes, formatCount, formatPercent, formatSpan, formatUs } from "./format";
 
 describe("formatUs", () => {
   it("keeps microseconds below a millisecond", () => {
@@ -34,5 +34,15 @@ describe("other units", () => {
     expect(formatCount(52_300_000)).toBe("52.3M");
     expect(formatBitsPerS(125_000_000)).toBe("1 Gbit/s");
     expect(formatAgo(0, 90_000)).toBe("1 min ago");
+  });
+});
+
+describe("formatSpan", () => {
+  it("says a backtest's range in the unit people use", () => {
+    expect(formatSpan(8 * 60_000)).toBe("8 min");
+    expect(formatSpan(150 * 60_000)).toBe("2.5 h");
+    expect(formatSpan(24 * 3_600_000)).toBe("24 h");
+    expect(formatSpan(36 * 3_600_000)).toBe("1.5 days");
+    expect(formatSpan(7 * 86_400_000)).toBe("7 days");
   });
 });

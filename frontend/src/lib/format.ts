@@ -95,6 +95,16 @@ export function formatTime(ms: number, spanMs = 0): string {
   return iso.slice(11, 16);
 }
 
+/** A span as people say it: "45 min", "2.5 h", "1 day", "7 days". */
+export function formatSpan(ms: number): string {
+  const min = ms / 60_000;
+  if (min < 90) return `${Math.max(1, Math.round(min))} min`;
+  const h = min / 60;
+  if (h < 36) return `${trim(h, 1)} h`;
+  const d = Math.round((h / 24) * 10) / 10;
+  return `${trim(d, 1)} day${d === 1 ? "" : "s"}`;
+}
+
 /** Relative age such as "12 s ago", "3 min ago", "2 h ago". */
 export function formatAgo(thenMs: number, nowMs: number = Date.now()): string {
   const s = Math.max(0, Math.round((nowMs - thenMs) / 1000));

@@ -6,11 +6,31 @@ import { AgentSelect, CheckList, DecidePage, NumberField, RunState } from "../co
 import { Missing, TermsTable, Verdict, num } from "../components/decide/Terms";
 import { LinesChart } from "../components/common/LinesChart";
 import { Card, Loading } from "../components/common/State";
-import { formatCount, formatMs } from "../lib/format";
+import { formatCount, formatMs, formatSpan } from "../lib/format";
 
 type Scope = TimeoutIn["scope"];
 type TopologyClass = NonNullable<TimeoutIn["topology_class"]>;
 const CLASSES: TopologyClass[] = ["self", "same_subnet", "cross_subnet", "cross_az", "cross_region", "cross_provider"];
+
+/** Where the asked rate is unmet or unsupported: the best the samples do support, said both
+ * ways, and how much data the asked rate needs (or that none helps at the measured loss rate). */
+function Support({ out }: { out: TimeoutOut }) {
+  if (out.best_probability === null || out.best_probability === undefined) return null;
+  const perHour = out.best_false_timeouts_per_hour;
+  return (
+    <div role="note" aria-label="What the data supports">
+      <p>
+        The best these samples support: <strong>T = {formatMs(out.best_timeout_ms)}</strong> at {num(perHour)} false timeouts per hour at {num(out.msg_rate_per_s)} messages/s, or at{" "}
+        {num(out.false_timeouts_per_hour)} per hour up to {num(out.best_msg_rate_per_s)} messages/s.
+      </p>
+      <p className="muted">
+        {out.samples_needed === null || out.samples_needed === undefined
+          ? `No amount of data meets the asked rate while the loss rate stays at ${num((out.losses ?? 0) / Math.max(out.samples ?? 1, 1))}: lost replies exceed every timeout.`
+          : `The asked rate needs ${formatCount(out.samples_needed)} samples${out.time_needed_s ? `: about ${formatSpan(out.time_needed_s * 1000)} of data at the rate this scope is measured` : ""}.`}
+      </p>
+    </div>
+  );
+}
 
 function Answer({ out }: { out: TimeoutOut }) {
   const ok = out.achievable !== false && out.timeout_ms !== null && out.timeout_ms !== undefined;
@@ -22,6 +42,7 @@ function Answer({ out }: { out: TimeoutOut }) {
           {out.warning}
         </p>
       )}
+      <Support out={out} />
       <TermsTable
         label="Timeout terms"
         terms={[

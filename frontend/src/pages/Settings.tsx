@@ -1,6 +1,8 @@
 import { useState, type FormEvent } from "react";
 import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/endpoints";
 import { AdminOnly } from "../components/common/AdminOnly";
+import { Measurement } from "../components/settings/Measurement";
+import { StorageTargets } from "../components/settings/StorageTargets";
 import { Async, Card } from "../components/common/State";
 import { useIsAdmin } from "../lib/role";
 import { useAsync } from "../lib/useAsync";
@@ -202,6 +204,8 @@ export default function Settings() {
       <div className="page-head">
         <h1>Settings</h1>
       </div>
+      <Measurement />
+      <StorageTargets />
       <ApiKeys />
       <Users />
     </>

@@ -88,6 +88,16 @@ describe("Throughput page", () => {
     expect(rev!.textContent).toContain("30.0 GB");
   });
 
+  it("says why a missed experiment stored nothing", async () => {
+    const why = "the initiator aws-use1-a-1 has its throughput probe off";
+    api.route("GET /api/v1/throughput/experiments", () => [listed({ status: "missed", missed_reason: why })]);
+    mount();
+    const table = await screen.findByRole("table", { name: "Experiments" });
+    const row = (await within(table).findAllByRole("row"))[1]!;
+    expect(within(row).getByText(why)).toBeTruthy();
+    expect(row.textContent).toContain(`missed${why}`);
+  });
+
   it("shows the asymmetry, AZ-pair and degradation tables", async () => {
     mount();
     const asym = await screen.findByRole("table", { name: "Direction asymmetry" });

@@ -83,8 +83,9 @@ async def create_alert_rule(body: AlertRuleCreate, principal: AdminDep,
              response_model_by_alias=True)
 async def backtest_alert_rule(body: BacktestRequest, principal: OrgPrincipalDep,
                               session: SessionDep) -> Any:
-    """How often the draft would have fired over the range (default: the last 7 days), each
-    firing's start, end, series and peak, and the evaluated windows to draw."""
+    """How often the draft would have fired over the range (default: the last 7 days, from
+    where the org's data begins when that is later), each firing's start, end, series and
+    peak, and the evaluated windows to draw."""
     end = body.to or datetime.now(UTC)
     start = body.from_ or end - timedelta(days=7)
     if start.tzinfo is None:
@@ -96,7 +97,8 @@ async def backtest_alert_rule(body: BacktestRequest, principal: OrgPrincipalDep,
     if end - start > timedelta(days=31):
         _errors.raise_(RuleInvalid(["body", "from"], "a backtest covers at most 31 days"))
     with _errors.reading():
-        return await backtest(session, principal.org_id, _draft(body), start, end)
+        return await backtest(session, principal.org_id, _draft(body), start, end,
+                              from_data=body.from_ is None)
 
 
 @router.get("/alert-rules/{rule_id}", response_model=AlertRulePublic, responses=NOT_FOUND)

@@ -1,5 +1,6 @@
-"""Liveness of the parts Stormwatch needs: database, Redis, Celery worker and beat; and the
-rollup backlog per sample kind."""
+"""Liveness of the parts Stormwatch needs: database, Redis, Celery worker and beat, every
+scheduled job (services/jobs.py: failing, or not succeeding on time, names the job and
+why); and the rollup backlog per sample kind."""
 
 import time
 from datetime import UTC, datetime
@@ -10,7 +11,13 @@ from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from stormwatch.core.db import get_engine
-from stormwatch.core.redis import BEAT_HEARTBEAT_KEY, WORKER_HEARTBEAT_KEY, get_redis
+from stormwatch.core.redis import (
+    BEAT_HEARTBEAT_KEY,
+    BEAT_STARTED_KEY,
+    WORKER_HEARTBEAT_KEY,
+    get_redis,
+)
+from stormwatch.services import jobs
 from stormwatch.services.rollups import BACKLOG_SQL, backlog_from_rows
 
 router = APIRouter(tags=["health"])
@@ -39,13 +46,54 @@ class Rollups(BaseModel):
     kinds: dict[str, KindBacklog]
 
 
+class Job(BaseModel):
+    job: str = Field(description="The beat schedule's name of the job")
+    ok: bool
+    detail: str
+    cadence_s: int
+    last_start: datetime | None
+    last_success: datetime | None
+    last_failure: datetime | None
+    last_error: str | None = Field(description="The last failure's reason")
+    failures_in_a_row: int
+
+
+class Jobs(BaseModel):
+    ok: bool = Field(description="False when a job failed its last runs or has not "
+                                 "succeeded within three of its cadences")
+    detail: str
+    jobs: list[Job]
+
+
 class Health(BaseModel):
     ok: bool
     database: Component
     redis: Component
     worker: Component
     beat: Component
+    jobs: Jobs
     rollups: Rollups
+
+
+async def _jobs() -> Jobs:
+    try:
+        async with get_engine().connect() as conn:
+            rows = (await conn.execute(text(jobs.JOB_ROWS_SQL))).all()
+    except Exception as exc:  # reported, not raised, like the other components
+        return Jobs(ok=False, detail=f"unknown: {type(exc).__name__}", jobs=[])
+    beat_started = None
+    try:
+        raw = await get_redis().get(BEAT_STARTED_KEY)
+        if raw is not None:
+            beat_started = datetime.fromtimestamp(float(raw), UTC)
+    except Exception:  # Redis down is its own red component; count from the jobs' own runs
+        pass
+    now = datetime.now(UTC)
+    states = [jobs.judge(r, now, beat_started) for r in rows]
+    failing = [s for s in states if not s.ok]
+    detail = ("; ".join(f"{s.job}: {s.detail}" for s in failing) if failing
+              else f"{len(states)} jobs ok" if states else "no job has run yet")
+    return Jobs(ok=not failing, detail=detail, jobs=[Job(**s.__dict__) for s in states])
 
 
 async def _database() -> Component:
@@ -102,7 +150,10 @@ async def health() -> JSONResponse:
     beat = await _heartbeat(BEAT_HEARTBEAT_KEY, "beat")
     rollups = await _rollups() if database.ok else Rollups(
         ok=False, detail="backlog unknown: database unreachable", kinds={})
+    job_states = await _jobs() if database.ok else Jobs(
+        ok=False, detail="unknown: database unreachable", jobs=[])
     # The rollup backlog is reported, not judged: a backfill legitimately takes passes.
-    result = Health(ok=all(c.ok for c in (database, redis_c, worker, beat)), database=database,
-                    redis=redis_c, worker=worker, beat=beat, rollups=rollups)
+    result = Health(ok=all(c.ok for c in (database, redis_c, worker, beat, job_states)),
+                    database=database, redis=redis_c, worker=worker, beat=beat,
+                    jobs=job_states, rollups=rollups)
     return JSONResponse(result.model_dump(mode="json"), status_code=200 if result.ok else 503)

@@ -62,8 +62,9 @@ def _range(start: datetime | None, end: datetime | None, default_end: datetime |
     return start, end
 
 
-def _public(e: ThroughputExperiment, state: str) -> dict[str, Any]:
-    return {"id": e.id, "initiator_agent_id": e.initiator_agent_id,
+def _public(e: ThroughputExperiment, state: str, missed_reason: str | None = None
+            ) -> dict[str, Any]:
+    return {"missed_reason": missed_reason, "id": e.id, "initiator_agent_id": e.initiator_agent_id,
             "responder_agent_id": e.responder_agent_id, "proto": e.proto,
             "start_at": e.start_at, "end_at": e.start_at + timedelta(seconds=2 * e.duration_s),
             "duration_s": e.duration_s, "streams": e.streams,
@@ -120,7 +121,8 @@ async def list_throughput_experiments(
                   default_span=timedelta(days=9))
     rows = await store.list_experiments(session, principal.org_id, s, e, src_agent_id,
                                         dst_agent_id, proto, state, now)
-    return [_public(x, st) for x, st in rows]
+    reasons = await store.missed_reasons(session, rows)
+    return [_public(x, st, reasons.get(x.id)) for x, st in rows]
 
 
 @router.post("/experiments", response_model=ExperimentPublic,
@@ -145,7 +147,9 @@ async def get_throughput_experiment(experiment_id: uuid.UUID, principal: OrgPrin
                                     session: SessionDep) -> dict[str, Any]:
     e = await get_owned(session, ThroughputExperiment, experiment_id, principal, "experiment")
     res = await store.results(session, e)
-    return {**_public(e, await _status(session, e)), **res}
+    state = await _status(session, e)
+    reasons = await store.missed_reasons(session, [(e, state)])
+    return {**_public(e, state, reasons.get(e.id)), **res}
 
 
 @router.get("/experiments/{experiment_id}/samples", response_model=ExperimentSamples,

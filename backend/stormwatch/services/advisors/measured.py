@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.models import PricingOverride
 from stormwatch.services.advisors import catalog, equations, placement, rankings, timeouts
+from stormwatch.services.analytics.coverage import data_start
 from stormwatch.services.analytics.queries import Filters, Fleet, load_fleet, load_grouped
 from stormwatch.services.analytics.stats import Distribution
 
@@ -407,6 +408,18 @@ async def timeout(session: AsyncSession, org_id: uuid.UUID, scope: str, start: d
                              "in the range"], scope=scope, what=what,
                             source=g.source.as_dict(), target_probability=p)
     main = timeouts.timeout_for(d, p)
+    best = main["best_probability"]
+    if best is not None:
+        # The best the data supports, said both ways: at the asked message rate, the false
+        # timeouts per hour; at the asked false timeouts, the message rate.
+        main["best_false_timeouts_per_hour"] = best * msg_rate_per_s * 3600
+        main["best_msg_rate_per_s"] = false_per_hour / 3600 / best
+        main["best_timeout_ms"] = _ms(main["best_timeout_us"])
+    if main["samples_needed"] is not None and main["samples_needed"] > main["samples"]:
+        first = await data_start(session, org_id, kind, start)
+        span_s = (min(end, datetime.now(UTC)) - max(start, first or start)).total_seconds()
+        if span_s > 0:
+            main["time_needed_s"] = main["samples_needed"] / (main["samples"] / span_s)
     gw = await load_grouped(session, org_id, kind, f, group, fleet, window_s=3600)
     hours = timeouts.by_hour(_hour_groups(gw.groups), p)
     for r in [main, *hours]:
@@ -419,6 +432,14 @@ async def timeout(session: AsyncSession, org_id: uuid.UUID, scope: str, start: d
 
 
 # --- rankings ----------------------------------------------------------------------------
+
+
+def size_label(n: int) -> str:
+    """An object size as people write it: binary units for powers of 1024, else SI."""
+    for unit, b in (("MiB", 1 << 20), ("KiB", 1 << 10), ("MB", 10**6), ("kB", 10**3)):
+        if n >= b and n % b == 0:
+            return f"{n // b} {unit}"
+    return f"{n} B"
 
 
 async def ranking(session: AsyncSession, org_id: uuid.UUID, kind: str, level: str, stat: str,
@@ -443,8 +464,10 @@ async def ranking(session: AsyncSession, org_id: uuid.UUID, kind: str, level: st
             t = targets.get(k[1])
             if t is None:
                 return None
-            return {"provider": t[0], "region": f"{t[0]}/{t[1]}", "pair": t[2],
-                    "region_pair": f"{t[0]}/{t[1]}"}[level]
+            label = {"provider": t[0], "region": f"{t[0]}/{t[1]}", "pair": t[2],
+                     "region_pair": f"{t[0]}/{t[1]}"}[level]
+            # Latency grows with object size: a row never mixes sizes (seed 000 ranks per size).
+            return label if size_bytes is not None else f"{label}, {size_label(int(k[5]))}"
     else:
         if kind == "throughput" and proto:
             extra["proto"] = [proto]

@@ -43,37 +43,57 @@ def target_probability(msg_rate_per_s: float, false_per_hour: float) -> float:
     return per_s / msg_rate_per_s
 
 
+def _quantile_t(d: Distribution, p: float) -> tuple[float | None, float | None]:
+    """(q, T): the quantile of the values taken as T for P(beyond T) ≤ p, and T (µs); (None,
+    None) when the losses alone exceed p."""
+    n, losses, count = d.moments.samples, d.moments.failures, d.moments.count
+    allowed = p * n - losses
+    if allowed < 0 or count == 0:
+        return None, None
+    q = min(max(1.0 - allowed / count, 0.0), 1.0)
+    if d.values is not None:
+        # The smallest observed value with at most `allowed` values above it.
+        idx = min(max(math.ceil(count - allowed) - 1, 0), count - 1)
+        return q, float(d.values[idx])
+    return q, d.quantiles([q])[0]
+
+
 def timeout_for(d: Distribution, p: float) -> dict[str, Any]:
-    """T with P(RTT > T) ≤ p over `d` (values in µs), and how well the data supports it."""
+    """T with P(RTT > T) ≤ p over `d` (values in µs), and how well the data supports it.
+
+    Where it does not (too few samples beyond T, or losses alone above p), also the best the
+    data does support: the smallest probability with MIN_TAIL_SAMPLES values beyond T besides
+    the losses, and its T; and how many samples p needs at the measured loss rate (None when
+    that loss rate alone exceeds p: no amount of data helps)."""
     n = d.moments.samples
     losses = d.moments.failures
     count = d.moments.count
     tail_expected = p * n
+    loss_rate = losses / n if n else 0.0
+    needed = math.ceil(MIN_TAIL_SAMPLES / (p - loss_rate)) if p > loss_rate else None
     out: dict[str, Any] = {"samples": n, "losses": losses, "target_probability": p,
                            "tail_samples_expected": tail_expected, "exact": d.is_exact,
                            "timeout_us": None, "quantile": None, "achievable": True,
-                           "warning": None, "samples_needed": math.ceil(MIN_TAIL_SAMPLES / p)}
+                           "warning": None, "samples_needed": needed,
+                           "best_probability": None, "best_timeout_us": None}
     if n == 0 or count == 0:
         out["achievable"] = False
         out["warning"] = "no samples in the range"
         return out
-    allowed = p * n - losses
-    if allowed < 0:
+    q, t = _quantile_t(d, p)
+    if q is None or tail_expected < MIN_TAIL_SAMPLES:
+        best = min(1.0, (losses + MIN_TAIL_SAMPLES) / n)
+        out["best_probability"] = best
+        out["best_timeout_us"] = _quantile_t(d, best)[1]
+    if q is None:
         out["achievable"] = False
-        out["warning"] = (f"the loss rate ({losses / n:.3g}) alone exceeds the tolerated "
+        out["warning"] = (f"the loss rate ({loss_rate:.3g}) alone exceeds the tolerated "
                           f"probability {p:.3g}: no timeout meets it")
         return out
-    q = min(max(1.0 - allowed / count, 0.0), 1.0)
     out["quantile"] = q
-    if d.values is not None:
-        # The smallest observed value with at most `allowed` values above it.
-        idx = min(max(math.ceil(count - allowed) - 1, 0), count - 1)
-        t: float | None = float(d.values[idx])
-    else:
-        t = d.quantiles([q])[0]
     out["timeout_us"] = t
     if tail_expected < MIN_TAIL_SAMPLES:
-        need = out["samples_needed"]
+        need = math.ceil(MIN_TAIL_SAMPLES / p)
         out["warning"] = (f"only {tail_expected:.3g} of {n} samples are expected beyond T; "
                           f"at least {MIN_TAIL_SAMPLES} are needed ({need} samples, "
                           f"{max(need - n, 0)} more)"

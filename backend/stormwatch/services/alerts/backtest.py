@@ -1,6 +1,7 @@
-"""Backtest: a draft rule over stored data (by default the last 7 days), with the same
-condition and state code as live evaluation (conditions.py) driven from scratch: how many
-times it would have fired, when, on which series, at what peak, and the windows to draw.
+"""Backtest: a draft rule over stored data (by default the last 7 days, or from where the
+data begins when that is later), with the same condition and state code as live evaluation
+(conditions.py) driven from scratch: how many times it would have fired, when, on which
+series, at what peak, and the windows to draw.
 
 Older windows come from rollups (mergeable sketches, 1% relative accuracy) and the newest
 quarter hour, which rollups may not hold yet, from raw samples. 30 s windows cannot be built
@@ -34,6 +35,7 @@ from stormwatch.services.alerts.values import (
     replayed_silence,
     rollup_windows,
 )
+from stormwatch.services.analytics.coverage import data_start
 from stormwatch.services.analytics.queries import KIND_SPECS, Filters, _where
 
 RAW_BACKTEST_ROWS = 2_000_000
@@ -43,10 +45,16 @@ MAX_DRAWN_SERIES = 12
 
 
 async def backtest(session: AsyncSession, org_id: uuid.UUID, draft: dict[str, Any],
-                   start: datetime, end: datetime) -> dict[str, Any]:
+                   start: datetime, end: datetime, from_data: bool = False) -> dict[str, Any]:
+    """from_data: start where the data begins when that is after `start` (the default range
+    of a young install is minutes, not 7 days of empty windows drawn as flat lines)."""
     t0 = time.perf_counter()
     fleet = await validate_rule(session, org_id, draft)
     metric = METRICS[draft["metric"]]
+    if from_data:
+        first = await data_start(session, org_id, metric.kind, start)
+        if first is not None and start < first < end:
+            start = first
     w = int(draft["window_s"])
     stat = draft["statistic"]
     cond = draft["condition"]

@@ -27,8 +27,10 @@ from stormwatch.services.advisors import catalog
 from stormwatch.services.advisors.measured import effective_catalog
 from stormwatch.services.throughput import analysis, scheduler
 
+# The scheduler is off until an admin turns it on; the budget lets an admin run one default
+# TCP experiment by hand (2 x 300 s at the 1 Gbit/s planning rate is 75 GB).
 DEFAULTS: dict[str, Any] = {
-    "enabled": False, "monthly_budget_bytes": 0, "monthly_budget_usd": None,
+    "enabled": False, "monthly_budget_bytes": 100 * 10**9, "monthly_budget_usd": None,
     "price_per_gb_usd": None, "default_duration_s": 300, "default_proto": "tcp",
     "streams": 4, "udp_rate_bits_per_s": 500_000_000, "udp_datagram_bytes": 1400,
     "experiments_per_pair_per_day": 4, "pairs": None,
@@ -264,10 +266,12 @@ async def create_experiment(session: AsyncSession, org_id: uuid.UUID, body: dict
     if ini.id == resp.id:
         raise ThroughputInputError(["body", "responder_agent_id"],
                                    "the responder must differ from the initiator")
-    if not resp.throughput_address:
-        raise ThroughputInputError(["body", "responder_agent_id"],
-                                   "the responder has not reported a throughput_address "
-                                   "(its throughput probe is off or it never connected)")
+    for k, a, role in (("initiator_agent_id", ini, "initiator"),
+                       ("responder_agent_id", resp, "responder")):
+        if not a.throughput_address:
+            raise ThroughputInputError(["body", k], (
+                f"the {role} {a.name} has not reported a throughput_address (its throughput "
+                "probe is off or it never connected), so it cannot run an experiment"))
     proto = body.get("proto") or ("udp" if s["default_proto"] == "udp" else "tcp")
     duration_s = body.get("duration_s") or s["default_duration_s"]
     start_at = body.get("start_at") or now + MANUAL_LEAD
@@ -332,6 +336,41 @@ async def with_samples(session: AsyncSession, org_id: uuid.UUID,
           AND experiment_id = ANY(:ids)"""),
         {"org": org_id, "lo": lo, "hi": hi, "ids": [e.id for e in exps]})
     return {r[0] for r in rows}
+
+
+async def missed_reasons(session: AsyncSession, exps: list[tuple[ThroughputExperiment, str]]
+                         ) -> dict[uuid.UUID, str]:
+    """Why each missed experiment stored nothing, as far as the server can tell: an agent
+    deleted, its probe off, or not heard from while the experiment ran."""
+    missed = [e for e, st in exps if st == "missed"]
+    if not missed:
+        return {}
+    ids = {i for e in missed for i in (e.initiator_agent_id, e.responder_agent_id)}
+    agents = {a.id: a for a in (await session.execute(
+        select(Agent).where(Agent.id.in_(ids)))).scalars()}
+    out: dict[uuid.UUID, str] = {}
+    for e in missed:
+        end = e.start_at + timedelta(seconds=2 * e.duration_s)
+        why: list[str] = []
+        for role, aid in (("initiator", e.initiator_agent_id),
+                          ("responder", e.responder_agent_id)):
+            a = agents.get(aid)
+            if a is None:
+                why.append(f"the {role} agent was deleted")
+            elif not a.throughput_address:
+                why.append(f"the {role} {a.name} has its throughput probe off")
+            elif a.last_seen is None or a.last_seen < e.start_at:
+                seen = ("never" if a.last_seen is None
+                        else f"last at {a.last_seen:%Y-%m-%d %H:%M:%S} UTC")
+                why.append(f"the {role} {a.name} was not heard from during the experiment "
+                           f"(seen {seen})")
+        if not why:
+            ini = agents[e.initiator_agent_id]
+            why.append(f"both agents were connected but the initiator {ini.name} shipped no "
+                       f"samples for it before {end + LIST_AFTER:%H:%M:%S} UTC; its log names "
+                       "the probe's error")
+        out[e.id] = "; ".join(why)
+    return out
 
 
 async def list_experiments(session: AsyncSession, org_id: uuid.UUID, start: datetime,

@@ -21,6 +21,7 @@ import { fieldErrors } from "../../api/http";
 import type { AgentVM } from "../../api/models";
 import { Card } from "../common/State";
 import { BacktestChart } from "./BacktestChart";
+import { formatSpan } from "../../lib/format";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";
 import { useIsAdmin } from "../../lib/role";
 
@@ -467,7 +468,7 @@ function EditorForm({ metrics, rule, onSaved, onCancel }: { metrics: MetricOptio
         </p>
       )}
 
-      <Card title="Backtest" note="the rule replayed over the last 7 days of stored data, before it is saved">
+      <Card title="Backtest" note="the rule replayed over the stored data of the last 7 days (from where it begins, on a young install), before it is saved">
         <div className="toolbar">
           <button type="submit" className={tested ? undefined : "primary"} disabled={backtest.isPending}>
             {backtest.isPending ? "Backtesting…" : "Run backtest"}
@@ -488,7 +489,7 @@ function EditorForm({ metrics, rule, onSaved, onCancel }: { metrics: MetricOptio
         {bt && testedKey === draftKey && (
           <div className="stack" style={{ marginTop: 12 }}>
             <p role="status" className="backtest-count">
-              Would have fired <strong>{bt.count}</strong> time{bt.count === 1 ? "" : "s"} in the last 7 days over {bt.seriesTotal} matched series
+              Would have fired <strong>{bt.count}</strong> time{bt.count === 1 ? "" : "s"} in the last {formatSpan(bt.toMs - bt.fromMs)} over {bt.seriesTotal} matched series
               {bt.series.length < bt.seriesTotal ? ` (${bt.series.length} drawn)` : ""}.
             </p>
             {bt.notes.map((n) => (

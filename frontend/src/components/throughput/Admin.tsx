@@ -1,24 +1,10 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { useState, type FormEvent, type ReactNode } from "react";
+import { useState, type FormEvent } from "react";
 import type { AgentVM } from "../../api/models";
 import { fieldErrors } from "../../api/http";
+import { Field } from "../common/Field";
 import { createExperiment, putSettings, type Proto, type ProtoSetting, type SettingsVM } from "../../api/throughput";
 import { formatInstant } from "../../lib/throughput";
-
-function Field({ id, label, error, children }: { id: string; label: string; error?: string; children: (a11y: { id: string; "aria-invalid"?: true; "aria-describedby"?: string }) => ReactNode }) {
-  const errId = `${id}-error`;
-  return (
-    <div className={`field${error ? " invalid" : ""}`}>
-      <label htmlFor={id}>{label}</label>
-      {children({ id, ...(error ? { "aria-invalid": true as const, "aria-describedby": errId } : {}) })}
-      {error && (
-        <span className="field-error" id={errId} role="alert">
-          {error}
-        </span>
-      )}
-    </div>
-  );
-}
 
 interface Draft {
   enabled: boolean;

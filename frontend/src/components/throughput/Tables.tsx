@@ -138,7 +138,10 @@ export function ExperimentList({ rows, openId, onOpen }: { rows: ExperimentVM[];
               </td>
               <td>{e.proto.toUpperCase()}</td>
               <td>2 × {e.durationS} s</td>
-              <td>{e.status}</td>
+              <td>
+                {e.status}
+                {e.missedReason ? <div className="muted">{e.missedReason}</div> : null}
+              </td>
               <td>
                 {formatBytesSI(e.estBytes)}, {formatUsd(e.estCostUsd)}
               </td>

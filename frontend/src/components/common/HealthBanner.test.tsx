@@ -1,0 +1,54 @@
+// @vitest-environment jsdom
+import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { cleanup, render, screen, within } from "@testing-library/react";
+import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { startApiServer } from "../../test/apiServer";
+import { useOrigin } from "../../test/dom";
+
+vi.setConfig({ testTimeout: 30_000 });
+const api = await startApiServer();
+useOrigin(api);
+const { HealthBanner } = await import("./HealthBanner");
+
+function mount() {
+  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
+  render(
+    <QueryClientProvider client={qc}>
+      <HealthBanner />
+      <p>page</p>
+    </QueryClientProvider>,
+  );
+}
+
+const part = { ok: true, detail: "reachable" };
+const job = (over: Record<string, unknown>) => ({
+  job: "roll-up-recent-samples", ok: true, detail: "ok", cadence_s: 60, last_start: null, last_success: null, last_failure: null, last_error: null, failures_in_a_row: 0, ...over,
+});
+const health = (jobs: ReturnType<typeof job>[], over: Record<string, unknown> = {}) => ({
+  ok: jobs.every((j) => j.ok), database: part, redis: part, worker: part, beat: part, rollups: { ok: true, detail: "", kinds: {} },
+  jobs: { ok: jobs.every((j) => j.ok), detail: "", jobs }, ...over,
+});
+
+afterEach(cleanup);
+afterAll(() => api.close());
+
+describe("HealthBanner", () => {
+  it("names each failing job with its reason and each part that is down", async () => {
+    api.route("GET /api/v1/health", () => ({
+      status: 503,
+      body: health([job({ ok: false, detail: "failed its last 3 runs: UndefinedTable: relation \"rollup_watermarks\" does not exist", failures_in_a_row: 3 }), job({ job: "evaluate-alert-rules" })], { worker: { ok: false, detail: "last heartbeat 80 s ago" } }),
+    }));
+    mount();
+    const banner = await screen.findByRole("alert", { name: "Service health" });
+    const items = within(banner).getAllByRole("listitem").map((li) => li.textContent);
+    expect(items).toEqual(["worker: last heartbeat 80 s ago", 'job roll-up-recent-samples: failed its last 3 runs: UndefinedTable: relation "rollup_watermarks" does not exist']);
+  });
+
+  it("shows nothing when every part is ok", async () => {
+    api.route("GET /api/v1/health", () => health([job({})]));
+    mount();
+    await screen.findByText("page");
+    await vi.waitFor(() => expect(api.seen.some((s) => s.path === "/api/v1/health")).toBe(true));
+    expect(screen.queryByRole("alert")).toBeNull();
+  });
+});

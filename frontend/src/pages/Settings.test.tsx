@@ -1,0 +1,128 @@
+// @vitest-environment jsdom
+import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+import { cleanup, render, screen, within } from "@testing-library/react";
+import userEvent from "@testing-library/user-event";
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { startApiServer } from "../test/apiServer";
+import { useOrigin } from "../test/dom";
+import { AGENTS } from "../test/fixtures";
+
+vi.setConfig({ testTimeout: 30_000 });
+const api = await startApiServer();
+useOrigin(api);
+const { default: Settings } = await import("./Settings");
+const { ThemeProvider } = await import("../lib/theme");
+
+function mount() {
+  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
+  render(
+    <QueryClientProvider client={qc}>
+      <ThemeProvider>
+        <Settings />
+      </ThemeProvider>
+    </QueryClientProvider>,
+  );
+}
+
+const me = (role: string) => ({ user_id: "u1", email: "me@example.com", org_id: "o1", org_name: "acme", kind: "user", role });
+const ORG = { id: "o1", name: "acme", slug: "acme", raw_retention_days: 7, rollup_retention_days: 400, mesh_settings: { enabled: true, rate_hz: 10, payload_bytes: 1024, timeout_ms: 1000 } };
+const TARGET = {
+  id: "t1", name: "s3 east", provider: "s3", endpoint: "", region: "us-east-1", bucket: "probe", prefix: "stormwatch-probe/", path_style: false,
+  interval_s: 600, op_timeout_ms: 120000, contents: ["binary"], sizes_bytes: { binary: [1024], text: [1024] }, variants: {}, enabled: true,
+  assign_all: false, agent_ids: ["a1"], credentials: { source: "env", env_vars: { access_key_id: "AWS_KEY" }, has_secret: false }, created_at: "2026-11-27T00:00:00Z", updated_at: "2026-11-27T00:00:00Z",
+};
+const sent = (method: string, path: string) => api.seen.filter((s) => s.method === method && s.path === path).map((s) => s.body as Record<string, unknown>);
+
+beforeEach(() => {
+  api.seen.length = 0;
+  api.route("GET /api/v1/auth/me", () => me("admin"));
+  api.route("GET /api/v1/agents", () => AGENTS);
+  api.route("GET /api/v1/org", () => ORG);
+  api.route("GET /api/v1/storage-targets", () => [TARGET]);
+  api.route("GET /api/v1/api-keys", () => []);
+  api.route("GET /api/v1/users", () => []);
+});
+afterEach(cleanup);
+afterAll(() => api.close());
+
+describe("Settings", () => {
+  it("lets an admin change the mesh rate, payload, timeout and retention in the API's units, with a 422 beside its field", async () => {
+    const user = userEvent.setup({ delay: null });
+    let reject = true;
+    api.route("PATCH /api/v1/org", (r) =>
+      reject ? { status: 422, body: { detail: [{ loc: ["body", "mesh_settings", "rate_hz"], msg: "Input should be less than or equal to 1000", type: "less_than_equal" }] } } : { ...ORG, ...(r.body as object) },
+    );
+    mount();
+    const form = await screen.findByRole("form", { name: "Measurement settings" });
+    const rate = within(form).getByRole("spinbutton", { name: /Mesh rounds per second/ });
+    expect((rate as HTMLInputElement).value).toBe("10");
+    await user.clear(rate);
+    await user.type(rate, "5000");
+    await user.click(within(form).getByRole("button", { name: "Save measurement settings" }));
+    expect((await within(form).findByRole("alert")).textContent).toContain("less than or equal to 1000");
+    expect(rate.getAttribute("aria-invalid")).toBe("true");
+    reject = false;
+    await user.clear(rate);
+    await user.type(rate, "2");
+    const raw = within(form).getByRole("spinbutton", { name: "Keep raw samples (days)" });
+    await user.clear(raw);
+    await user.type(raw, "14");
+    await user.click(within(form).getByRole("button", { name: "Save measurement settings" }));
+    await within(form).findByRole("status");
+    expect(sent("PATCH", "/api/v1/org").at(-1)).toEqual({ mesh_settings: { enabled: true, rate_hz: 2, payload_bytes: 1024, timeout_ms: 1000 }, raw_retention_days: 14, rollup_retention_days: 400 });
+  });
+
+  it("lets an admin create, edit and delete a storage target and choose the agents that probe it", async () => {
+    const user = userEvent.setup({ delay: null });
+    api.route("POST /api/v1/storage-targets", (r) => ({ status: 201, body: { ...TARGET, id: "t2", ...(r.body as object) } }));
+    api.route("PATCH /api/v1/storage-targets/t1", (r) => ({ ...TARGET, ...(r.body as object) }));
+    api.route("DELETE /api/v1/storage-targets/t1", () => ({ status: 204 }));
+    vi.spyOn(window, "confirm").mockReturnValue(true);
+    mount();
+    const list = await screen.findByRole("table", { name: "Storage target list" });
+    expect(within(list).getAllByRole("row")[1]!.textContent).toContain("s3 east");
+    await within(list).findByText("aws-use1-a-1");
+
+    await user.click(screen.getByRole("button", { name: "Add storage target" }));
+    const form = screen.getByRole("form", { name: "New storage target" });
+    await user.type(within(form).getByRole("textbox", { name: "Name" }), "gcs central");
+    await user.selectOptions(within(form).getByRole("combobox", { name: "Provider" }), "gcs");
+    await user.type(within(form).getByRole("textbox", { name: "Bucket" }), "probe-bucket");
+    await user.type(within(form).getByRole("textbox", { name: /Region/ }), "us-central1");
+    await user.selectOptions(within(form).getByRole("combobox", { name: "Source" }), "env");
+    await user.type(within(form).getByRole("textbox", { name: "Service account JSON: variable name" }), "GCS_KEY_JSON");
+    await user.click(within(form).getByRole("checkbox", { name: "Every agent of the org" }));
+    await user.click(within(form).getByRole("checkbox", { name: "aws-euw1-a-1" }));
+    await user.click(within(form).getByRole("button", { name: "Create target" }));
+    await vi.waitFor(() => expect(sent("POST", "/api/v1/storage-targets")).toHaveLength(1));
+    expect(sent("POST", "/api/v1/storage-targets")[0]).toMatchObject({
+      name: "gcs central", provider: "gcs", bucket: "probe-bucket", region: "us-central1", interval_s: 600, op_timeout_ms: 120000,
+      assign_all: false, agent_ids: ["a2"], credentials: { source: "env", service_account_json_var: "GCS_KEY_JSON" },
+    });
+
+    await user.click(await screen.findByRole("button", { name: "Edit s3 east" }));
+    const edit = screen.getByRole("form", { name: "Edit storage target s3 east" });
+    const every = within(edit).getByRole("spinbutton", { name: "Probe every (s)" });
+    await user.clear(every);
+    await user.type(every, "120");
+    await user.click(within(edit).getByRole("button", { name: "Save target" }));
+    await vi.waitFor(() => expect(sent("PATCH", "/api/v1/storage-targets/t1")).toHaveLength(1));
+    const patch = sent("PATCH", "/api/v1/storage-targets/t1")[0]!;
+    expect(patch).toMatchObject({ interval_s: 120, agent_ids: ["a1"] });
+    expect(patch).not.toHaveProperty("credentials"); // "keep the stored ones"
+
+    await user.click(screen.getByRole("button", { name: "Delete s3 east" }));
+    await vi.waitFor(() => expect(api.seen.some((s) => s.method === "DELETE" && s.path === "/api/v1/storage-targets/t1")).toBe(true));
+  });
+
+  it("shows a viewer the settings read-only, with no way to change them", async () => {
+    api.route("GET /api/v1/auth/me", () => me("viewer"));
+    mount();
+    const form = await screen.findByRole("form", { name: "Measurement settings" });
+    expect(within(form).getByRole("spinbutton", { name: /Mesh rounds per second/ })).toHaveProperty("disabled", true);
+    expect(within(form).queryByRole("button")).toBeNull();
+    await screen.findByRole("table", { name: "Storage target list" });
+    expect(screen.queryByRole("button", { name: /Edit|Delete|Add storage target/ })).toBeNull();
+    expect(screen.getByText("Changing storage targets needs the admin role.")).toBeTruthy();
+  });
+});
