@@ -25,6 +25,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[3]
 AGENT_BIN = REPO / "agents" / "bin" / "stormwatch-agent"
 WANEM_BIN = REPO / "agents" / "bin" / "wanem"
+SHAPER_BIN = REPO / "agents" / "bin" / "shaper"
 EMULATORS = REPO / "scripts" / "emulators"
 RTT_TABLE = REPO / "agents" / "internal" / "wanem" / "rtt_table.json"
 
@@ -72,6 +73,25 @@ FLEET = [
 ]
 # The agent that probes the storage targets (one prober keeps the emulators' load small).
 STORAGE_AGENT = "gcp-virginia-a"
+
+
+@dataclass(frozen=True)
+class ThroughputPath:
+    """The one emulated throughput path: the responder's probe behind a shaper with seed 004
+    §IV's shape (a high rate until a volume has passed, then a low one; idle time refills
+    the volume), scaled down to rates two cores carry beside the fleet."""
+
+    initiator: str = "gcp-virginia-b"
+    responder: str = "aws-dublin-b"
+    high_mbit: float = 80.0
+    low_mbit: float = 24.0
+    switch_after_bytes: int = 80 * 10**6  # 8 s at the high rate, 12 s at the low one
+    refill_after_idle_s: int = 60
+    duration_s: int = 20  # per direction
+    per_day: int = 24  # the scheduler's hourly experiments
+
+
+THROUGHPUT = ThroughputPath()
 
 
 @dataclass(frozen=True)
@@ -208,7 +228,7 @@ class DemoFleet:
     def start(self, url: str, api_key: str, enrollment_token: str, env: dict[str, str],
               free_port: Callable[[], int]) -> dict[str, Any]:
         self.dir.mkdir(parents=True, exist_ok=True)
-        for b in (AGENT_BIN, WANEM_BIN):
+        for b in (AGENT_BIN, WANEM_BIN, SHAPER_BIN):
             if not b.exists():
                 raise RuntimeError(f"{b} missing: build it with `make -C agents build wanem`")
         s = self.schedule
@@ -245,24 +265,64 @@ class DemoFleet:
                                    f"(see {self.dir.parent}/wanem.log)")
             time.sleep(0.1)
         status = json.loads(self.status_file.read_text())
+        tp = THROUGHPUT
+        # The responder's probe listens behind the shaper and advertises the shaper.
+        tput = {tp.initiator: (addr("tput_" + tp.initiator), addr("tput_" + tp.initiator)),
+                tp.responder: (addr("tput_" + tp.responder), addr("shaper"))}
+        self.spawn("shaper", [
+            str(SHAPER_BIN), "-listen", addr("shaper"), "-upstream", tput[tp.responder][0],
+            "-high-mbit", str(tp.high_mbit), "-low-mbit", str(tp.low_mbit),
+            "-switch-after-bytes", str(tp.switch_after_bytes),
+            "-refill-after-idle", f"{tp.refill_after_idle_s}s"], env)
         for a, m in zip(FLEET, mesh, strict=True):
             state = self.dir / "agents" / a.name
             state.mkdir(parents=True, exist_ok=True)
+            listen, advertise = tput.get(a.name, ("", ""))
             self.spawn(f"agent-{a.name}", [
                 str(AGENT_BIN), "run", "--api-url", url, "--name", a.name,
                 "--state-dir", str(state), "--mesh-listen", m["upstream"],
                 "--mesh-advertise", status["mesh"][a.name], "--metadata-detect", "false",
-                # Twelve agents share one host and the demo emulates no throughput paths.
-                "--metrics-listen", "", "--throughput-listen", "",
+                # Twelve agents share one host: one throughput path is emulated (THROUGHPUT).
+                "--metrics-listen", "", "--throughput-listen", listen,
+                "--throughput-advertise", advertise,
                 "--provider", a.provider, "--region", a.region,
                 "--zone", a.zone, "--subnet", a.subnet, "--log-level", "warn"],
                 {**env, "STORMWATCH_ENROLLMENT_TOKEN": enrollment_token})
         self._register_targets(url, api_key, status)
+        self._start_throughput(url, api_key)
         log(f"{len(FLEET)} agents in {len({a.region for a in FLEET})} emulated regions, "
             f"{len(status['storage'])} storage targets; steps: "
             + ", ".join(f"{x['a']}<->{x['b']} +{x['delta_rtt_ms']:.1f} ms at {x['at']}"
                         for x in status["steps"]))
         return status
+
+    def _start_throughput(self, url: str, api_key: str) -> None:
+        """Schedules the path's experiments hourly, and one now (unless one ran or is due):
+        the Throughput page has a switch to show within minutes of the first start."""
+        tp = THROUGHPUT
+        ids: dict[str, str] = {}
+        deadline = time.monotonic() + 60
+        while True:
+            agents = api(url, api_key, "GET", "/agents")
+            ids = {a["name"]: a["id"] for a in agents
+                   if a["name"] in (tp.initiator, tp.responder) and a["throughput_address"]}
+            if len(ids) == 2:
+                break
+            if time.monotonic() > deadline:
+                log("the throughput path's agents did not report their probes within 60 s; "
+                    "no throughput experiments")
+                return
+            time.sleep(0.5)
+        pair = {"src_agent_id": ids[tp.initiator], "dst_agent_id": ids[tp.responder]}
+        api(url, api_key, "PUT", "/throughput/settings", {
+            "enabled": True, "monthly_budget_bytes": 1000 * 10**9, "default_proto": "tcp",
+            "default_duration_s": tp.duration_s, "streams": 2,
+            "experiments_per_pair_per_day": tp.per_day, "pairs": [pair]})
+        if not api(url, api_key, "GET", "/throughput/experiments"):
+            api(url, api_key, "POST", "/throughput/experiments", {
+                "initiator_agent_id": pair["src_agent_id"],
+                "responder_agent_id": pair["dst_agent_id"], "proto": "tcp",
+                "duration_s": tp.duration_s})
 
     def _start_storage_emulators(self) -> dict[str, str]:
         out: dict[str, str] = {}

@@ -1,7 +1,8 @@
 """The demo fleet of `make run`, started on a test's schedule: twelve real agents mesh
 through the WAN emulator and the region heatmap reads the table's round trips, a scheduled
 step is found as a level shift, the three storage emulators are compared at every size,
-and an interrupt leaves no process behind."""
+a throughput experiment through the shaper shows its high-to-low switch, and an interrupt
+leaves no process behind."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import httpx
 import psutil
 import pytest
 
-from stormwatch.devtools.demo import DEMO_SIZES, FLEET, STORAGE, rtt_table
+from stormwatch.devtools.demo import DEMO_SIZES, FLEET, STORAGE, THROUGHPUT, rtt_table
 
 REPO = Path(__file__).resolve().parents[3]
 T = TypeVar("T")
@@ -138,6 +139,32 @@ def test_storage_compares_all_three_providers_at_every_object_size(
 
     wait_for("put and get of every size on s3, azure and gcs", demo["started"] + 300,
              complete)
+
+
+@pytest.mark.timeout(420)
+def test_a_throughput_experiment_runs_at_start_through_the_shaper_and_shows_its_switch(
+        demo: dict[str, Any]) -> None:
+    tp = THROUGHPUT
+    headers = {"Authorization": f"Bearer {demo['api_key']}"}
+
+    def done() -> dict[str, Any] | None:
+        r = httpx.get(f"{demo['url']}/api/v1/throughput/experiments", headers=headers,
+                      params={"status": "done"}, timeout=60)
+        assert r.status_code == 200, r.text
+        return r.json()[0] if r.json() else None
+
+    exp = wait_for("the demo's first throughput experiment to be done",
+                   demo["started"] + 360, done)
+    r = httpx.get(f"{demo['url']}/api/v1/throughput/experiments/{exp['id']}",
+                  headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    forward = r.json()["directions"][0]
+    (switch,) = forward["transitions"]
+    # The shaper's rates, per direction: high until the volume has passed, then low.
+    mbit = 8 / 1e6
+    assert switch["level_before_bytes_per_s"] * mbit == pytest.approx(tp.high_mbit, rel=0.15)
+    assert switch["level_after_bytes_per_s"] * mbit == pytest.approx(tp.low_mbit, rel=0.15)
+    assert switch["bytes_before"] == pytest.approx(tp.switch_after_bytes, rel=0.25)
 
 
 @pytest.mark.timeout(120)
