@@ -1692,8 +1692,16 @@ export interface components {
              * Format: uuid
              */
             org_id: string;
-            /** Created By */
+            /**
+             * Created By
+             * @description the user who created the rule in a session
+             */
             created_by: string | null;
+            /**
+             * Created By Key Id
+             * @description the API key the rule was created with (created_by is then null)
+             */
+            created_by_key_id?: string | null;
             /**
              * Created At
              * Format: date-time
