@@ -15,3 +15,5 @@ def get_redis() -> aioredis.Redis:
 
 WORKER_HEARTBEAT_KEY = "stormwatch:heartbeat:worker"
 BEAT_HEARTBEAT_KEY = "stormwatch:heartbeat:beat"
+# Hash: worker name -> JSON of its metrics endpoint ({"ok", "url", "detail"}), for /health.
+WORKER_METRICS_KEY = "stormwatch:worker:metrics"

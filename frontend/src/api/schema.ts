@@ -3343,6 +3343,7 @@ export interface components {
             redis: components["schemas"]["Component"];
             worker: components["schemas"]["Component"];
             beat: components["schemas"]["Component"];
+            worker_metrics: components["schemas"]["WorkerMetrics"];
             rollups: components["schemas"]["Rollups"];
         };
         /** HeatmapCell */
@@ -5273,6 +5274,35 @@ export interface components {
             start: string;
             /** P50 */
             p50: number | null;
+        };
+        /** WorkerMetrics */
+        WorkerMetrics: {
+            /**
+             * Ok
+             * @description False when a worker could not serve its metrics
+             */
+            ok: boolean;
+            /** Detail */
+            detail: string;
+            /** Workers */
+            workers: components["schemas"]["WorkerMetricsEndpoint"][];
+        };
+        /** WorkerMetricsEndpoint */
+        WorkerMetricsEndpoint: {
+            /**
+             * Worker
+             * @description The Celery worker's name
+             */
+            worker: string;
+            /** Ok */
+            ok: boolean;
+            /**
+             * Url
+             * @description Where it serves /metrics; null when it does not
+             */
+            url: string | null;
+            /** Detail */
+            detail: string;
         };
         /** ZoneRef */
         ZoneRef: {

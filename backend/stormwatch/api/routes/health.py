@@ -1,6 +1,7 @@
-"""Liveness of the parts Stormwatch needs: database, Redis, Celery worker and beat; and the
-rollup backlog per sample kind."""
+"""Liveness of the parts Stormwatch needs: database, Redis, Celery worker and beat, the
+workers' metrics endpoints; and the rollup backlog per sample kind."""
 
+import json
 import time
 from datetime import UTC, datetime
 
@@ -10,7 +11,12 @@ from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from stormwatch.core.db import get_engine
-from stormwatch.core.redis import BEAT_HEARTBEAT_KEY, WORKER_HEARTBEAT_KEY, get_redis
+from stormwatch.core.redis import (
+    BEAT_HEARTBEAT_KEY,
+    WORKER_HEARTBEAT_KEY,
+    WORKER_METRICS_KEY,
+    get_redis,
+)
 from stormwatch.services.rollups import BACKLOG_SQL, backlog_from_rows
 
 router = APIRouter(tags=["health"])
@@ -39,12 +45,26 @@ class Rollups(BaseModel):
     kinds: dict[str, KindBacklog]
 
 
+class WorkerMetricsEndpoint(BaseModel):
+    worker: str = Field(description="The Celery worker's name")
+    ok: bool
+    url: str | None = Field(description="Where it serves /metrics; null when it does not")
+    detail: str
+
+
+class WorkerMetrics(BaseModel):
+    ok: bool = Field(description="False when a worker could not serve its metrics")
+    detail: str
+    workers: list[WorkerMetricsEndpoint]
+
+
 class Health(BaseModel):
     ok: bool
     database: Component
     redis: Component
     worker: Component
     beat: Component
+    worker_metrics: WorkerMetrics
     rollups: Rollups
 
 
@@ -68,6 +88,23 @@ async def _heartbeat(key: str, what: str) -> Component:
     age = time.time() - float(value)
     ok = age <= HEARTBEAT_MAX_AGE_S
     return Component(ok=ok, detail=f"last heartbeat {age:.0f} s ago")
+
+
+async def _worker_metrics() -> WorkerMetrics:
+    try:
+        raw = await get_redis().hgetall(WORKER_METRICS_KEY)
+    except Exception as exc:
+        return WorkerMetrics(ok=False, detail=f"unknown, redis unreachable: "
+                             f"{type(exc).__name__}", workers=[])
+    workers = sorted((WorkerMetricsEndpoint(
+        worker=name if isinstance(name, str) else name.decode(), **json.loads(value))
+        for name, value in raw.items()), key=lambda w: w.worker)
+    if not workers:
+        return WorkerMetrics(ok=True, detail="no worker has started yet", workers=[])
+    failed = [w for w in workers if not w.ok]
+    shown = failed or workers
+    return WorkerMetrics(ok=not failed, workers=workers,
+                         detail="; ".join(f"{w.worker}: {w.detail}" for w in shown))
 
 
 async def _rollups() -> Rollups:
@@ -100,9 +137,11 @@ async def health() -> JSONResponse:
         redis_c = Component(ok=False, detail=f"unreachable: {type(exc).__name__}")
     worker = await _heartbeat(WORKER_HEARTBEAT_KEY, "worker")
     beat = await _heartbeat(BEAT_HEARTBEAT_KEY, "beat")
+    worker_metrics = await _worker_metrics()
     rollups = await _rollups() if database.ok else Rollups(
         ok=False, detail="backlog unknown: database unreachable", kinds={})
     # The rollup backlog is reported, not judged: a backfill legitimately takes passes.
-    result = Health(ok=all(c.ok for c in (database, redis_c, worker, beat)), database=database,
-                    redis=redis_c, worker=worker, beat=beat, rollups=rollups)
+    result = Health(ok=all(c.ok for c in (database, redis_c, worker, beat, worker_metrics)),
+                    database=database, redis=redis_c, worker=worker, beat=beat,
+                    worker_metrics=worker_metrics, rollups=rollups)
     return JSONResponse(result.model_dump(mode="json"), status_code=200 if result.ok else 503)
