@@ -159,9 +159,9 @@ def serve_metrics(settings: Settings) -> dict[str, Any]:
         server, _thread = start_http_server(port, host, registry=registry)
     except OSError as exc:
         reason = exc.strerror or str(exc)
-        detail = (f"not served: cannot listen on {host}:{port} (WORKER_METRICS_HOST "
-                  f"{host}, WORKER_METRICS_PORT {port}): {reason}; set WORKER_METRICS_PORT "
-                  "to a free port, or 0 for any free port")
+        detail = (f"not served: cannot listen on {host}:{port} (WORKER_METRICS_HOST={host}, "
+                  f"WORKER_METRICS_PORT={port}): {reason}; set WORKER_METRICS_PORT to a free "
+                  "port, or 0 for any free port")
         return {"ok": False, "url": None, "detail": detail}
     _started["server"] = server
     chosen = server.server_address[1]

@@ -122,7 +122,7 @@ def test_a_taken_metrics_port_is_reported_by_health_and_one_log_line(
     assert body["ok"] is False
     metrics = body["worker_metrics"]
     assert metrics["ok"] is False, metrics
-    assert f"WORKER_METRICS_PORT {port}" in metrics["detail"], metrics
+    assert f"WORKER_METRICS_PORT={port}" in metrics["detail"], metrics
     assert "address already in use" in metrics["detail"].lower(), metrics
     mine = [w for w in metrics["workers"] if w["worker"] == "taken@test"]
     assert len(mine) == 1 and mine[0]["ok"] is False and mine[0]["url"] is None, metrics
