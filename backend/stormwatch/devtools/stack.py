@@ -98,8 +98,9 @@ class Stack:
             redis_url = self.redis.url
         self._save_state()
 
-        log("applying migrations")
-        run_migrations(database_url)
+        migrations_log = self.data_dir / "migrations.log"
+        log(f"applying migrations (output in {migrations_log})")
+        run_migrations(database_url, migrations_log)
         self.state["engine"] = _storage_engine(database_url)
         self._save_state()
         log(f"raw storage on {self.state['engine']}")
@@ -209,6 +210,11 @@ def wait_healthy(url: str, timeout_s: float) -> dict[str, Any]:
                 return dict(json.loads(r.read()))
         except urllib.error.HTTPError as e:
             last = json.loads(e.read() or b"{}")
+            # A worker that could not serve its metrics will not recover by waiting.
+            others = [part for name, part in last.items() if isinstance(part, dict)
+                      and name not in ("rollups", "worker_metrics")]
+            if others and all(part.get("ok") for part in others):
+                return last
         except OSError:
             pass
         time.sleep(0.5)
@@ -285,6 +291,9 @@ def main() -> int:
                 log(problem)
                 return 1
         return 0
+    except RuntimeError as exc:  # a step that failed says what and where its log is
+        log(str(exc))
+        return 1
     finally:
         log("stopping")
         stack.stop()
