@@ -5,6 +5,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 purpose="${1:-run}"
 say() { printf '[bootstrap] %s\n' "$*" >&2; }
+# Installers' output goes to $STORMWATCH_LOG when set (make run and make test set it): one
+# line per step on the terminal, and the end of the log when a step fails.
+quiet() {
+  if [ -z "${STORMWATCH_LOG:-}" ]; then "$@"; return; fi
+  printf '\n=== bootstrap: %s\n' "$*" >>"$STORMWATCH_LOG"
+  "$@" >>"$STORMWATCH_LOG" 2>&1 || {
+    local rc=$?
+    say "FAILED (exit $rc): $*; the end of $STORMWATCH_LOG:"
+    tail -n 30 "$STORMWATCH_LOG" >&2
+    return "$rc"
+  }
+}
 
 apt_install() {
   local missing=()
@@ -13,9 +25,10 @@ apt_install() {
   say "apt-get install ${missing[*]}"
   local sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
   if [ ! -f /tmp/.stormwatch-apt-updated ]; then
-    $sudo apt-get update -qq && touch /tmp/.stormwatch-apt-updated
+    quiet $sudo apt-get update -qq && touch /tmp/.stormwatch-apt-updated
   fi
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
 }
 
 # PostgreSQL server binaries are expected on the machine; Redis comes from apt when absent.
@@ -45,9 +58,9 @@ elif [ -d "$tsdb_dir" ] && [ -x /usr/lib/postgresql/15/bin/pg_ctl ]; then
   # The build needs a current 15.x server; upgraded now, before any cluster of ours starts
   # (a server whose package changes under it fails its later library loads).
   say "apt-get install postgresql-15 (Debian's current 15.x, which the extension was built on)"
-  $sudo apt-get update -qq && touch /tmp/.stormwatch-apt-updated
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-    postgresql-15 >/dev/null
+  quiet $sudo apt-get update -qq && touch /tmp/.stormwatch-apt-updated
+  quiet $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    postgresql-15
   for tarball in "$tsdb_dir"/timescaledb-*.tar.gz; do $sudo tar -xzf "$tarball" -C /; done
   say "raw storage: TimescaleDB $(tsdb_version) installed; clusters started here preload it"
 elif [ -d "$tsdb_dir" ]; then
@@ -58,7 +71,8 @@ fi
 if [ "$purpose" = test ]; then
   apt_install chromium docker-compose sockperf
   # Object-storage emulators for the storage-probe tests (moto, Azurite, fake-gcs-server).
-  scripts/emulators/install.sh
+  say "storage emulators (moto, Azurite, fake-gcs-server)"
+  quiet scripts/emulators/install.sh
 fi
 
 # Python: a venv pinned by backend/requirements.lock; reinstalled only when the lock changes.
@@ -66,8 +80,8 @@ stamp=.venv/.requirements.sha
 want=$(sha256sum backend/requirements.lock | cut -d' ' -f1)
 if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   say "python venv (.venv) from backend/requirements.lock"
-  python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r backend/requirements.lock
+  quiet python3 -m venv .venv
+  quiet .venv/bin/pip install -q --disable-pip-version-check -r backend/requirements.lock
   echo "$want" > "$stamp"
 fi
 
@@ -79,7 +93,13 @@ if [ -f frontend/package-lock.json ]; then
     say "npm install (frontend, from package-lock.json)"
     # Not `npm ci`: npm 11 keeps only this platform's optional packages (rollup's native
     # builds) in the lock and then refuses it in `ci`. --no-save installs exactly the lock.
-    (cd frontend && rm -rf node_modules && npm install --no-save --no-audit --no-fund --loglevel=error)
+    quiet bash -c 'cd frontend && rm -rf node_modules &&
+      npm install --no-save --no-audit --no-fund --loglevel=error'
     echo "$fwant" > "$fstamp"
   fi
+fi
+
+# The agent's Go modules, fetched here so later builds and tests print no `go: downloading`.
+if [ -f agents/go.mod ] && command -v go >/dev/null; then
+  quiet bash -c 'cd agents && go mod download'
 fi

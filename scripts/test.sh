@@ -6,8 +6,14 @@ cd "$(dirname "$0")/.."
 # Emulator-backed storage tests fail here when an emulator is unavailable (a bare run skips them).
 export STORMWATCH_REQUIRE_EMULATORS=1
 t0=$SECONDS
-scripts/bootstrap.sh test || exit 1
-printf '=== bootstrap: ok in %d s ===\n' $((SECONDS - t0))
+# The installers' output goes to a log (bootstrap prints a line per step, and the end of the
+# log when one fails); the suites' own output, failures included, stays on the terminal.
+mkdir -p .data
+bootstrap_log="$PWD/.data/test-bootstrap.log"
+: > "$bootstrap_log"
+STORMWATCH_LOG="$bootstrap_log" scripts/bootstrap.sh test || {
+  echo "=== bootstrap: FAILED (its output: $bootstrap_log) ==="; exit 1; }
+printf '=== bootstrap: ok in %d s (its output: %s) ===\n' $((SECONDS - t0)) "$bootstrap_log"
 
 failed=()
 # Each suite's wall time is printed with its outcome, so a run's output shows where time goes.

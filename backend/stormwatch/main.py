@@ -10,10 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import fastapi_offline
 from fastapi import Depends, FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Response
+from fastapi.openapi.docs import get_swagger_ui_html, get_swagger_ui_oauth2_redirect_html
+from fastapi.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+)
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -44,6 +52,10 @@ from stormwatch.schemas.ingest import IngestBatch
 
 log = logging.getLogger("stormwatch.api")
 API_PREFIX = "/api/v1"
+DOCS_URL = "/docs"
+# Swagger UI's files as packaged by fastapi-offline: /docs works without reaching a CDN.
+DOCS_ASSETS_URL = "/docs-assets"
+DOCS_ASSETS_DIR = Path(fastapi_offline.__file__).parent / "static"
 
 ROUTERS = [
     health.router,
@@ -108,7 +120,7 @@ def create_app() -> FastAPI:
         "People authenticate with the session cookie (and X-CSRF-Token on writes), REST "
         "clients with `Authorization: Bearer swk_...` API keys, agents with their own token.",
         openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url="/docs",
+        docs_url=None,  # served by _mount_docs from local assets
         redoc_url=None,
         lifespan=lifespan,
     )
@@ -146,6 +158,7 @@ def create_app() -> FastAPI:
         return JSONResponse({"detail": errors}, status_code=422)
 
     instrument(app)
+    _mount_docs(app)
     _mount_ui(app, settings.frontend_dist)
     _document_hand_parsed_bodies(app)
     return app
@@ -168,6 +181,27 @@ def _document_hand_parsed_bodies(app: FastAPI) -> None:
         return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _mount_docs(app: FastAPI) -> None:
+    """Swagger UI at /docs with its script, style sheet and icon from this server."""
+    app.mount(DOCS_ASSETS_URL, StaticFiles(directory=DOCS_ASSETS_DIR), name="docs-assets")
+    oauth2_redirect = f"{DOCS_URL}/oauth2-redirect"
+
+    @app.get(DOCS_URL, include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} - Swagger UI",
+            oauth2_redirect_url=f"{root}{oauth2_redirect}",
+            swagger_js_url=f"{root}{DOCS_ASSETS_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{DOCS_ASSETS_URL}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{DOCS_ASSETS_URL}/favicon.png",
+            swagger_ui_parameters=app.swagger_ui_parameters)
+
+    @app.get(oauth2_redirect, include_in_schema=False)
+    async def swagger_ui_redirect() -> HTMLResponse:
+        return get_swagger_ui_oauth2_redirect_html()
 
 
 def _mount_ui(app: FastAPI, dist: Path) -> None:

@@ -67,6 +67,8 @@ def services() -> Iterator[Services]:
     os.environ["DATABASE_URL"] = pg.url
     os.environ["REDIS_URL"] = redis.url
     os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
+    # Workers the tests start take any free port for their metrics, never a fixed one.
+    os.environ.setdefault("WORKER_METRICS_PORT", "0")
     run_migrations(pg.url)
     try:
         # A pass asked to run on TimescaleDB fails, not passes on a fallback, if the

@@ -46,9 +46,11 @@ class Settings(BaseSettings):
 
     # GET /metrics on the API wants `Authorization: Bearer <metrics_token>`; unset, it is off.
     metrics_token: str | None = Field(default=None, min_length=16)
-    # The worker serves its metrics on its own port, off the API's; 0 turns it off.
+    # The worker serves its metrics on its own port, off the API's; 0 takes any free port
+    # (the chosen one is shown by /api/v1/health); WORKER_METRICS_ENABLED=false turns it off.
+    worker_metrics_enabled: bool = True
     worker_metrics_host: str = "127.0.0.1"
-    worker_metrics_port: int = 9541
+    worker_metrics_port: int = Field(default=9541, ge=0, le=65535)
     frontend_dist: Path = REPO_ROOT / "frontend" / "dist"
 
     @property

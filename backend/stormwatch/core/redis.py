@@ -16,3 +16,5 @@ def get_redis() -> aioredis.Redis:
 WORKER_HEARTBEAT_KEY = "stormwatch:heartbeat:worker"
 BEAT_HEARTBEAT_KEY = "stormwatch:heartbeat:beat"
 BEAT_STARTED_KEY = "stormwatch:beat:started"
+# Hash: worker name -> JSON of its metrics endpoint ({"ok", "url", "detail"}), for /health.
+WORKER_METRICS_KEY = "stormwatch:worker:metrics"

@@ -255,15 +255,22 @@ class RedisServer:
         self.proc = None
 
 
-def run_migrations(database_url: str) -> None:
-    """Runs Alembic to the newest revision of every branch against `database_url`."""
+def run_migrations(database_url: str, output: Path | None = None) -> None:
+    """Runs Alembic to the newest revision of every branch against `database_url`; with
+    `output`, Alembic's lines go to that file and a failure raises with its end."""
     repo = Path(__file__).resolve().parents[3]
     env = {**os.environ, "DATABASE_URL": database_url}
-    subprocess.run(
-        [sys.executable, "-m", "alembic", "-c", str(repo / "migrations" / "alembic.ini"),
-         "upgrade", "heads"],
-        check=True, env=env, cwd=repo,
-    )
+    args = [sys.executable, "-m", "alembic", "-c", str(repo / "migrations" / "alembic.ini"),
+            "upgrade", "heads"]
+    if output is None:
+        subprocess.run(args, check=True, env=env, cwd=repo)
+        return
+    with open(output, "ab") as out:
+        code = subprocess.run(args, env=env, cwd=repo, stdout=out,
+                              stderr=subprocess.STDOUT).returncode
+    if code != 0:
+        tail = "\n".join(output.read_text(errors="replace").splitlines()[-20:])
+        raise RuntimeError(f"migrations failed (exit {code}), the end of {output}:\n{tail}")
 
 
 @dataclass

@@ -98,8 +98,9 @@ class Stack:
             redis_url = self.redis.url
         self._save_state()
 
-        log("applying migrations")
-        run_migrations(database_url)
+        migrations_log = self.data_dir / "migrations.log"
+        log(f"applying migrations (output in {migrations_log})")
+        run_migrations(database_url, migrations_log)
         self.state["engine"] = _storage_engine(database_url)
         self._save_state()
         log(f"raw storage on {self.state['engine']}")
@@ -114,6 +115,8 @@ class Stack:
         self.env = {**os.environ, "DATABASE_URL": database_url, "REDIS_URL": redis_url,
                     "SECRET_KEY": self.state["secret_key"], "PYTHONPATH": str(REPO / "backend"),
                     "PYTHONUNBUFFERED": "1",
+                    # Any free port unless told: two stacks on one machine never collide.
+                    "WORKER_METRICS_PORT": os.environ.get("WORKER_METRICS_PORT", "0"),
                     # Links in alert messages open this stack's UI unless told otherwise.
                     "PUBLIC_BASE_URL": os.environ.get("PUBLIC_BASE_URL",
                                                       f"http://127.0.0.1:{self.port}")}
@@ -207,10 +210,39 @@ def wait_healthy(url: str, timeout_s: float) -> dict[str, Any]:
                 return dict(json.loads(r.read()))
         except urllib.error.HTTPError as e:
             last = json.loads(e.read() or b"{}")
+            # A worker that could not serve its metrics will not recover by waiting.
+            others = [part for name, part in last.items() if isinstance(part, dict)
+                      and name not in ("rollups", "worker_metrics")]
+            if others and all(part.get("ok") for part in others):
+                return last
         except OSError:
             pass
         time.sleep(0.5)
     return last
+
+
+def banner(info: dict[str, Any], health: dict[str, Any], data_dir: Path) -> str:
+    url = info["url"]
+    lines = [f"Stormwatch is running: {url}",
+             f"Log in as {info['email']} / {info['password']}",
+             f"API docs: {url}/docs   health: {url}/api/v1/health"]
+    if os.environ.get("METRICS_TOKEN"):
+        lines.append(f"API metrics: {url}/metrics (Authorization: Bearer $METRICS_TOKEN)")
+    else:
+        lines.append("API metrics: off; METRICS_TOKEN=<16+ characters> make run turns "
+                     f"{url}/metrics on (Authorization: Bearer <token>)")
+    metrics = health.get("worker_metrics") or {}
+    if metrics:
+        failed = "" if metrics.get("ok") else " FAILED"
+        lines.append(f"Worker metrics{failed}: {metrics.get('detail')}")
+    failing = [name for name, part in health.items() if isinstance(part, dict)
+               and part.get("ok") is False and name not in ("rollups", "worker_metrics")]
+    if failing:
+        lines.append("NOT HEALTHY: " + "; ".join(
+            f"{name}: {health[name].get('detail')}" for name in failing))
+    lines += [f"Agent enrollment token: {info['enrollment_token']}",
+              f"Data and logs: {data_dir}", "Ctrl-C stops everything."]
+    return "\n" + "".join(f"  {line}\n" for line in lines)
 
 
 def main() -> int:
@@ -241,16 +273,13 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         info = stack.start()
+        health: dict[str, Any] = {}
         if args.with_worker:
             health = wait_healthy(info["url"], 60)
             info["health_ok"] = bool(health.get("ok"))
+            info["worker_metrics"] = health.get("worker_metrics")
         if args.human:
-            print(
-                f"\n  Stormwatch is running: {info['url']}\n"
-                f"  Log in as {info['email']} / {info['password']}\n"
-                f"  API docs: {info['url']}/docs   health: {info['url']}/api/v1/health\n"
-                f"  Agent enrollment token: {info['enrollment_token']}\n"
-                f"  Data and logs: {data_dir.resolve()}\n  Ctrl-C stops everything.\n", flush=True)
+            print(banner(info, health, data_dir.resolve()), flush=True)
         else:
             print(json.dumps(info), flush=True)
         while not stopping:
@@ -262,6 +291,9 @@ def main() -> int:
                 log(problem)
                 return 1
         return 0
+    except RuntimeError as exc:  # a step that failed says what and where its log is
+        log(str(exc))
+        return 1
     finally:
         log("stopping")
         stack.stop()

@@ -65,6 +65,9 @@ class AlertRule(Base):
     reminder_interval_s: Mapped[int | None] = mapped_column(Integer)
     created_by: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("users.id", ondelete="SET NULL"))
+    # The API key a rule was created with; null when a user created it in a session.
+    created_by_key_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("api_keys.id", ondelete="SET NULL"))
     created_at: Mapped[datetime] = created_at_col()
     updated_at: Mapped[datetime] = created_at_col()
     # Evaluation cursor: end of the newest window evaluated, advanced by compare-and-set on

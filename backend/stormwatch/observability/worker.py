@@ -5,13 +5,19 @@ Task durations and failures are counted where tasks run, in Celery's prefork chi
 merged through PROMETHEUS_MULTIPROC_DIR (a fresh directory made at worker start unless the
 operator sets one). Rollup lag and queue depth are read at scrape time from PostgreSQL and
 Redis, so they are true even when no task has run for a while.
+
+Whether the endpoint is served, and where (WORKER_METRICS_PORT=0 takes any free port), is
+recorded in Redis under the worker's name, so /api/v1/health shows it and a port already
+taken is a failure there rather than a traceback in the worker's log.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,7 +27,8 @@ from typing import Any
 
 from celery import signals
 
-from stormwatch.core.config import get_settings
+from stormwatch.core.config import Settings, get_settings
+from stormwatch.core.redis import WORKER_METRICS_KEY
 
 log = logging.getLogger("stormwatch.worker.metrics")
 
@@ -150,22 +157,60 @@ def _prepare(**_: Any) -> None:
         _started["own_dir"] = path
 
 
-@signals.worker_ready.connect
-def _serve(**_: Any) -> None:
-    settings = get_settings()
-    if not settings.worker_metrics_port:
-        return
+def _record(settings: Settings, name: str, status: dict[str, Any] | None) -> None:
+    """Writes (or, with None, removes) this worker's metrics status for /api/v1/health."""
+    import redis
+
+    try:
+        client = redis.Redis.from_url(settings.redis_url, socket_timeout=2,
+                                      socket_connect_timeout=2)
+        try:
+            if status is None:
+                client.hdel(WORKER_METRICS_KEY, name)
+            else:
+                client.hset(WORKER_METRICS_KEY, name, json.dumps(status))
+        finally:
+            client.close()
+    except Exception as exc:  # the worker runs on; health then lacks this worker's entry
+        log.warning("worker metrics status not recorded in Redis: %s", type(exc).__name__)
+
+
+def serve_metrics(settings: Settings) -> dict[str, Any]:
+    """Starts the metrics endpoint; returns its status: {"ok", "url", "detail"}."""
+    if not settings.worker_metrics_enabled:
+        return {"ok": True, "url": None, "detail": "off (WORKER_METRICS_ENABLED=false)"}
     from prometheus_client import CollectorRegistry, multiprocess, start_http_server
 
+    host, port = settings.worker_metrics_host, settings.worker_metrics_port
     registry = CollectorRegistry()
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
     registry.register(StateCollector())  # type: ignore[arg-type]
-    server, _thread = start_http_server(settings.worker_metrics_port,
-                                        settings.worker_metrics_host, registry=registry)
+    try:
+        server, _thread = start_http_server(port, host, registry=registry)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        detail = (f"not served: cannot listen on {host}:{port} (WORKER_METRICS_HOST={host}, "
+                  f"WORKER_METRICS_PORT={port}): {reason}; set WORKER_METRICS_PORT to a free "
+                  "port, or 0 for any free port")
+        return {"ok": False, "url": None, "detail": detail}
     _started["server"] = server
-    log.info("worker metrics on http://%s:%d/metrics", settings.worker_metrics_host,
-             settings.worker_metrics_port)
+    chosen = server.server_address[1]
+    url = f"http://{host}:{chosen}/metrics"
+    return {"ok": True, "url": url, "detail": url + (" (any free port)" if port == 0 else "")}
+
+
+@signals.worker_ready.connect
+def _serve(sender: Any = None, **_: Any) -> None:
+    settings = get_settings()
+    name = str(getattr(sender, "hostname", None) or socket.gethostname())
+    status = serve_metrics(settings)
+    if status["ok"]:
+        log.info("worker metrics: %s", status["detail"])
+    else:
+        log.error("worker metrics %s", status["detail"])
+    _started["name"] = name
+    _record(settings, name, status)
 
 
 @signals.worker_shutdown.connect
@@ -173,6 +218,10 @@ def _stop(**_: Any) -> None:
     server = _started.pop("server", None)
     if server is not None:
         server.shutdown()
+        server.server_close()
+    name = _started.pop("name", None)
+    if name is not None:
+        _record(get_settings(), name, None)
     own = _started.pop("own_dir", None)
     if own:
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR") == own:

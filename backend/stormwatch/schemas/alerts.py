@@ -120,7 +120,9 @@ class AlertRuleUpdate(BaseModel):
 class AlertRulePublic(AlertRuleDraft):
     id: uuid.UUID
     org_id: uuid.UUID
-    created_by: uuid.UUID | None
+    created_by: uuid.UUID | None = Field(description="the user who created the rule in a session")
+    created_by_key_id: uuid.UUID | None = Field(
+        None, description="the API key the rule was created with (created_by is then null)")
     created_at: datetime
     updated_at: datetime
     evaluated_until: datetime | None

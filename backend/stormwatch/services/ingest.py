@@ -80,12 +80,17 @@ class NonFinite:
 
 
 def decode_json(body: bytes) -> Any:
-    """Parses a batch body; raises BatchError on JSON that cannot be parsed at all, and on a
-    non-finite number or a string holding a lone surrogate anywhere, at its path."""
+    """Parses a batch body; raises BatchError on JSON that cannot be parsed at all, on a key
+    given twice in one object, and on a non-finite number or a string holding a lone
+    surrogate anywhere, at its path."""
     try:
-        return orjson.loads(body)
+        decoded = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
         error: Exception = exc
+    else:
+        if _may_repeat_a_key(body, decoded):
+            _refuse_repeated_keys(body)
+        return decoded
     # orjson stops at NaN, Infinity, numbers overflowing a double and lone surrogates; the
     # stdlib parser takes them, so only refused bodies pay for a second, slower parse, which
     # finds where the offending value sits.
@@ -97,6 +102,67 @@ def decode_json(body: bytes) -> Any:
         raise BatchError([], f"not valid JSON: {error}", "json_invalid") from None
     _refuse_non_finite(decoded, [])
     raise BatchError([], f"not valid JSON: {error}", "json_invalid")
+
+
+def _may_repeat_a_key(body: bytes, decoded: Any) -> bool:
+    """Whether some object of the body may hold a key twice, which orjson (keeping the last)
+    does not say.
+
+    Every member of an object has one colon outside strings, and orjson writes colons in
+    strings as they are: re-encoding what was kept gives exactly the body's colons when no
+    key was dropped, and fewer when one was (with its value). A colon escaped as \\u003a is
+    one in the re-encoding but not in the body and could hide a drop, so such rare bodies
+    are suspect too. The encode and the byte scans run at C speed (about 2 ms for a
+    20k-sample, 750 kB batch here, half of orjson's own parse of it); only a suspect body
+    pays for the stdlib parse that names the key."""
+    if body.count(b":") != orjson.dumps(decoded).count(b":"):
+        return True
+    return b"\\u003a" in body or b"\\u003A" in body
+
+
+def _refuse_repeated_keys(body: bytes) -> None:
+    """Raises a BatchError at the first key given twice in one object, with its path."""
+
+    def pairs(items: list[tuple[str, Any]]) -> _Object:
+        obj = _Object(items)
+        if len(obj) != len(items):
+            seen: set[str] = set()
+            for key, _ in items:
+                if key in seen:
+                    obj.repeated = key
+                    break
+                seen.add(key)
+        return obj
+
+    try:
+        decoded = json.loads(body, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return  # the body parsed once already; a parser disagreement is not this check's
+    loc = _repeat_path(decoded, [])
+    if loc is not None:
+        raise BatchError(loc, f"key {loc[-1]!r} is given twice in one object; each key must "
+                         "appear once", "duplicate_key")
+
+
+class _Object(dict[str, Any]):
+    repeated: str | None = None
+
+
+def _repeat_path(value: Any, loc: list[str | int]) -> list[str | int] | None:
+    if isinstance(value, _Object):
+        if value.repeated is not None:
+            return [*loc, value.repeated]
+        for k, v in value.items():
+            found = _repeat_path(v, [*loc, k])
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, dict | list):
+                found = _repeat_path(v, [*loc, i])
+                if found is not None:
+                    return found
+    return None
 
 
 def _refuse_non_finite(value: Any, loc: list[str | int]) -> None:

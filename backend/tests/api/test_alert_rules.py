@@ -175,3 +175,27 @@ def test_another_org_can_neither_see_nor_change_a_rule_or_its_alerts(
     assert r.status_code == 422 and r.json()["detail"][0]["loc"][:3] == ["body", "scope", "src"]
     # the owner still sees both
     assert api.get(f"/api/v1/alerts/{aid}", headers=fleet["h"]).json()["rule_id"] == rid
+
+
+def test_a_rule_records_the_api_key_or_the_user_that_created_it(
+        api_server: Any, api: httpx.Client, fleet: Any, db: Engine) -> None:
+    from sqlalchemy import text
+    org = fleet["org"]
+    with db.connect() as c:
+        key_id, user_id = c.execute(text(
+            "SELECT k.id, u.id FROM api_keys k JOIN users u ON u.org_id = k.org_id "
+            "WHERE k.org_id = :o AND u.email = :e"), {"o": org.org_id, "e": org.email}).one()
+    r = api.post("/api/v1/alert-rules", json=rule_for(fleet, name="by key"), headers=fleet["h"])
+    assert r.status_code == 201, r.text
+    assert (r.json()["created_by"], r.json().get("created_by_key_id")) == (None, str(key_id))
+    got = api.get(f"/api/v1/alert-rules/{r.json()['id']}", headers=fleet["h"]).json()
+    assert got["created_by_key_id"] == str(key_id)
+    listed = {x["id"]: x for x in api.get("/api/v1/alert-rules", headers=fleet["h"]).json()}
+    assert listed[r.json()["id"]]["created_by_key_id"] == str(key_id)
+    with api_server.client() as c:
+        login = c.post("/api/v1/auth/login", json={"email": org.email, "password": org.password})
+        assert login.status_code == 200, login.text
+        r = c.post("/api/v1/alert-rules", json=rule_for(fleet, name="by user"),
+                   headers={"X-CSRF-Token": login.json()["csrf_token"]})
+        assert r.status_code == 201, r.text
+        assert (r.json()["created_by"], r.json()["created_by_key_id"]) == (str(user_id), None)

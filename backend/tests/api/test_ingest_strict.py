@@ -276,3 +276,45 @@ def test_a_query_value_with_a_control_character_is_refused_by_name(api, make_org
     assert r.json()["detail"] == [{"loc": ["query", "content"],
                                    "msg": "control characters are not allowed",
                                    "type": "string_pattern_mismatch"}]
+
+
+@pytest.mark.parametrize(
+    ("replace", "by", "loc"),
+    [
+        (b'"batch_id":"', b'"batch_id":"00000000-0000-4000-8000-000000000000","batch_id":"',
+         ["body", "batch_id"]),
+        (b'"rtt_us":[', b'"rtt_us":[1,2],"rtt_us":[', ["body", "mesh", "rtt_us"]),
+        (b'"mesh":{', b'"mesh":{},"mesh":{', ["body", "mesh"]),
+        # A colon escaped in a string must not hide the repeat from a count of colons.
+        (b'"agent_id":"', b'"x\\u003ay":1,"agent_id":"x","agent_id":"', ["body", "agent_id"]),
+    ],
+    ids=["batch-id-twice", "column-twice", "section-twice", "behind-an-escaped-colon"],
+)
+@pytest.mark.parametrize("gzip_body", [False, True], ids=["plain", "gzip"])
+def test_a_key_given_twice_anywhere_is_refused_by_name(api, db, fleet, replace, by, loc,
+                                                        gzip_body):
+    org, agents = fleet
+    batch = mesh_batch(agents[0], [a.agent_id for a in agents], rounds=2)
+    raw = orjson.dumps(batch)
+    assert replace in raw
+    raw = raw.replace(replace, by, 1)
+    headers = {**agents[0].headers, "Content-Type": "application/json"}
+    if gzip_body:
+        raw = gzip.compress(raw)
+        headers["Content-Encoding"] = "gzip"
+    r = api.post("/api/v1/ingest/batches", content=raw, headers=headers)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert (detail["loc"], detail["type"]) == (loc, "duplicate_key"), detail
+    assert repr(loc[-1]) in detail["msg"] or f'"{loc[-1]}"' in detail["msg"], detail
+    assert written(db, org.org_id) == 0
+
+
+def test_colons_inside_names_are_no_repeated_keys(api, db, fleet):
+    """Colons in strings, plain and escaped, count for nothing in the repeat check."""
+    org, agents = fleet
+    raw = orjson.dumps(quorum_batch(agents[0])).replace(b'"zone-majority"',
+                                                        b'"zone:majority\\u003a2:3"')
+    r = api.post("/api/v1/ingest/batches", content=raw,
+                 headers={**agents[0].headers, "Content-Type": "application/json"})
+    assert r.status_code == 202, r.text

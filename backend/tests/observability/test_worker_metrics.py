@@ -4,19 +4,24 @@ PostgreSQL: rollup lag per kind and level, task durations, queue depth."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
+import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
+from types import SimpleNamespace
 
 import httpx
 import pytest
 from celery import Celery
 from prometheus_client.parser import text_string_to_metric_families
 
+from stormwatch.core.config import get_settings
 from stormwatch.devtools.services import free_port
+from stormwatch.observability import worker as worker_metrics
 from tests.conftest import REPO, Services
 from tests.helpers import serving
 
@@ -141,3 +146,58 @@ def test_a_job_that_fails_its_last_runs_turns_health_red_naming_it_then_green_on
     key = ("stormwatch_job_last_success_timestamp_seconds", (("job", "roll-up-recent-samples"),))
     assert poll(worker, lambda g: key in g)[key] == pytest.approx(
         datetime.fromisoformat(job["last_success"]).timestamp())
+
+
+@pytest.fixture
+def metrics_on(services: Services, monkeypatch: pytest.MonkeyPatch
+               ) -> Iterator[Callable[[int, str], None]]:
+    """Runs the worker-ready handler in this process, as a worker's main process does."""
+    monkeypatch.setenv("DATABASE_URL", services.database_url)
+    monkeypatch.setenv("REDIS_URL", services.redis_url)
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+
+    def serve(port: int, name: str) -> None:
+        monkeypatch.setenv("WORKER_METRICS_PORT", str(port))
+        get_settings.cache_clear()
+        worker_metrics._serve(sender=SimpleNamespace(hostname=name))
+
+    yield serve
+    worker_metrics._stop()
+    get_settings.cache_clear()
+
+
+def test_a_taken_metrics_port_is_reported_by_health_and_one_log_line(
+        api, metrics_on, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with caplog.at_level(logging.INFO, logger="stormwatch.worker.metrics"):
+            metrics_on(port, "taken@test")
+    health = api.get("/api/v1/health")
+    assert health.status_code == 503, health.text
+    body = health.json()
+    assert body["ok"] is False
+    metrics = body["worker_metrics"]
+    assert metrics["ok"] is False, metrics
+    assert f"WORKER_METRICS_PORT={port}" in metrics["detail"], metrics
+    assert "address already in use" in metrics["detail"].lower(), metrics
+    mine = [w for w in metrics["workers"] if w["worker"] == "taken@test"]
+    assert len(mine) == 1 and mine[0]["ok"] is False and mine[0]["url"] is None, metrics
+    errors = [r for r in caplog.records if r.name == "stormwatch.worker.metrics"
+              and r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is None, caplog.text
+    assert str(port) in errors[0].getMessage() and "WORKER_METRICS_PORT" in errors[0].getMessage()
+
+
+def test_port_zero_serves_on_a_free_port_that_health_names(api, metrics_on) -> None:
+    metrics_on(0, "anyport@test")
+    metrics = api.get("/api/v1/health").json()["worker_metrics"]
+    mine = [w for w in metrics["workers"] if w["worker"] == "anyport@test"]
+    assert len(mine) == 1 and mine[0]["ok"] is True, metrics
+    url = mine[0]["url"]
+    assert url.startswith("http://127.0.0.1:") and not url.startswith("http://127.0.0.1:0/")
+    assert url in metrics["detail"], metrics
+    r = httpx.get(url, timeout=10)
+    assert r.status_code == 200
+    assert "stormwatch_worker_queue_depth" in r.text

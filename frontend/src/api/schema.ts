@@ -1693,8 +1693,16 @@ export interface components {
              * Format: uuid
              */
             org_id: string;
-            /** Created By */
+            /**
+             * Created By
+             * @description the user who created the rule in a session
+             */
             created_by: string | null;
+            /**
+             * Created By Key Id
+             * @description the API key the rule was created with (created_by is then null)
+             */
+            created_by_key_id?: string | null;
             /**
              * Created At
              * Format: date-time
@@ -3347,6 +3355,7 @@ export interface components {
             worker: components["schemas"]["Component"];
             beat: components["schemas"]["Component"];
             jobs: components["schemas"]["Jobs"];
+            worker_metrics: components["schemas"]["WorkerMetrics"];
             rollups: components["schemas"]["Rollups"];
         };
         /** HeatmapCell */
@@ -5343,6 +5352,35 @@ export interface components {
             start: string;
             /** P50 */
             p50: number | null;
+        };
+        /** WorkerMetrics */
+        WorkerMetrics: {
+            /**
+             * Ok
+             * @description False when a worker could not serve its metrics
+             */
+            ok: boolean;
+            /** Detail */
+            detail: string;
+            /** Workers */
+            workers: components["schemas"]["WorkerMetricsEndpoint"][];
+        };
+        /** WorkerMetricsEndpoint */
+        WorkerMetricsEndpoint: {
+            /**
+             * Worker
+             * @description The Celery worker's name
+             */
+            worker: string;
+            /** Ok */
+            ok: boolean;
+            /**
+             * Url
+             * @description Where it serves /metrics; null when it does not
+             */
+            url: string | null;
+            /** Detail */
+            detail: string;
         };
         /** ZoneRef */
         ZoneRef: {

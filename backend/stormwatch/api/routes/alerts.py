@@ -76,7 +76,8 @@ async def list_alert_rules(principal: OrgPrincipalDep, session: SessionDep) -> A
 async def create_alert_rule(body: AlertRuleCreate, principal: AdminDep,
                             session: SessionDep) -> Any:
     async with _errors.writing(session):
-        return await svc.create_rule(session, principal.org_id, _draft(body), principal.user_id)
+        return await svc.create_rule(session, principal.org_id, _draft(body), principal.user_id,
+                                     principal.api_key_id)
 
 
 @router.post("/alert-rules/backtest", response_model=BacktestResult,

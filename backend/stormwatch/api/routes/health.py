@@ -1,7 +1,8 @@
-"""Liveness of the parts Stormwatch needs: database, Redis, Celery worker and beat, every
-scheduled job (services/jobs.py: failing, or not succeeding on time, names the job and
-why); and the rollup backlog per sample kind."""
+"""Liveness of the parts Stormwatch needs: database, Redis, Celery worker and beat, the
+workers' metrics endpoints, every scheduled job (services/jobs.py: failing, or not
+succeeding on time, names the job and why); and the rollup backlog per sample kind."""
 
+import json
 import time
 from datetime import UTC, datetime
 
@@ -15,6 +16,7 @@ from stormwatch.core.redis import (
     BEAT_HEARTBEAT_KEY,
     BEAT_STARTED_KEY,
     WORKER_HEARTBEAT_KEY,
+    WORKER_METRICS_KEY,
     get_redis,
 )
 from stormwatch.services import jobs
@@ -65,6 +67,19 @@ class Jobs(BaseModel):
     jobs: list[Job]
 
 
+class WorkerMetricsEndpoint(BaseModel):
+    worker: str = Field(description="The Celery worker's name")
+    ok: bool
+    url: str | None = Field(description="Where it serves /metrics; null when it does not")
+    detail: str
+
+
+class WorkerMetrics(BaseModel):
+    ok: bool = Field(description="False when a worker could not serve its metrics")
+    detail: str
+    workers: list[WorkerMetricsEndpoint]
+
+
 class Health(BaseModel):
     ok: bool
     database: Component
@@ -72,6 +87,7 @@ class Health(BaseModel):
     worker: Component
     beat: Component
     jobs: Jobs
+    worker_metrics: WorkerMetrics
     rollups: Rollups
 
 
@@ -118,6 +134,23 @@ async def _heartbeat(key: str, what: str) -> Component:
     return Component(ok=ok, detail=f"last heartbeat {age:.0f} s ago")
 
 
+async def _worker_metrics() -> WorkerMetrics:
+    try:
+        raw = await get_redis().hgetall(WORKER_METRICS_KEY)
+    except Exception as exc:
+        return WorkerMetrics(ok=False, detail=f"unknown, redis unreachable: "
+                             f"{type(exc).__name__}", workers=[])
+    workers = sorted((WorkerMetricsEndpoint(
+        worker=name if isinstance(name, str) else name.decode(), **json.loads(value))
+        for name, value in raw.items()), key=lambda w: w.worker)
+    if not workers:
+        return WorkerMetrics(ok=True, detail="no worker has started yet", workers=[])
+    failed = [w for w in workers if not w.ok]
+    shown = failed or workers
+    return WorkerMetrics(ok=not failed, workers=workers,
+                         detail="; ".join(f"{w.worker}: {w.detail}" for w in shown))
+
+
 async def _rollups() -> Rollups:
     try:
         async with get_engine().connect() as conn:
@@ -148,12 +181,14 @@ async def health() -> JSONResponse:
         redis_c = Component(ok=False, detail=f"unreachable: {type(exc).__name__}")
     worker = await _heartbeat(WORKER_HEARTBEAT_KEY, "worker")
     beat = await _heartbeat(BEAT_HEARTBEAT_KEY, "beat")
+    worker_metrics = await _worker_metrics()
     rollups = await _rollups() if database.ok else Rollups(
         ok=False, detail="backlog unknown: database unreachable", kinds={})
     job_states = await _jobs() if database.ok else Jobs(
         ok=False, detail="unknown: database unreachable", jobs=[])
     # The rollup backlog is reported, not judged: a backfill legitimately takes passes.
-    result = Health(ok=all(c.ok for c in (database, redis_c, worker, beat, job_states)),
+    result = Health(ok=all(c.ok for c in (database, redis_c, worker, beat, worker_metrics,
+                                           job_states)),
                     database=database, redis=redis_c, worker=worker, beat=beat,
-                    jobs=job_states, rollups=rollups)
+                    worker_metrics=worker_metrics, jobs=job_states, rollups=rollups)
     return JSONResponse(result.model_dump(mode="json"), status_code=200 if result.ok else 503)

@@ -29,7 +29,8 @@ class AlertNotFound(LookupError):
 
 def rule_dict(r: AlertRule, firing: int = 0) -> dict[str, Any]:
     return {**{f: getattr(r, f) for f in FIELDS}, "id": r.id, "org_id": r.org_id,
-            "created_by": r.created_by, "created_at": r.created_at, "updated_at": r.updated_at,
+            "created_by": r.created_by, "created_by_key_id": r.created_by_key_id,
+            "created_at": r.created_at, "updated_at": r.updated_at,
             "evaluated_until": r.evaluated_until, "firing": firing}
 
 
@@ -59,9 +60,11 @@ async def get_rule(session: AsyncSession, org_id: uuid.UUID, rule_id: uuid.UUID
 
 
 async def create_rule(session: AsyncSession, org_id: uuid.UUID, body: dict[str, Any],
-                      user_id: uuid.UUID | None) -> dict[str, Any]:
+                      user_id: uuid.UUID | None, api_key_id: uuid.UUID | None = None
+                      ) -> dict[str, Any]:
     await validate_rule(session, org_id, body)
     r = AlertRule(id=uuid.uuid4(), org_id=org_id, created_by=user_id,
+                  created_by_key_id=api_key_id,
                   **{f: body[f] for f in FIELDS if f in body})
     session.add(r)
     await session.flush()

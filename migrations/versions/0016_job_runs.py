@@ -1,16 +1,16 @@
 """Job runs: each periodic job's last start, success and failure (with its reason) and its
 failures in a row, so health can say which job is failing and why, from any process.
 
-Revision ID: 0015_job_runs
-Revises: 0014_compact_mesh_rows
+Revision ID: 0016_job_runs
+Revises: 0015_rule_created_by_key
 Create Date: 2026-11-28
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0015_job_runs"
-down_revision = "0014_compact_mesh_rows"
+revision = "0016_job_runs"
+down_revision = "0015_rule_created_by_key"
 branch_labels = None
 depends_on = None
 
