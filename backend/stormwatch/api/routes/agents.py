@@ -50,10 +50,14 @@ async def agent_config(request: Request, agent: AgentDep, session: SessionDep) -
 
 @router.patch("/agent/self", status_code=status.HTTP_204_NO_CONTENT)
 async def update_self(body: AgentSelfUpdate, agent: AgentDep, session: SessionDep) -> Response:
-    await agent_service.update_self(
-        session, agent, body.agent_version, body.mesh_address,
-        body.metadata.model_dump(exclude_unset=True) if body.metadata else None,
-        body.throughput_address)
+    try:
+        await agent_service.update_self(
+            session, agent, body.agent_version, body.mesh_address,
+            body.metadata.model_dump(exclude_unset=True) if body.metadata else None,
+            body.throughput_address)
+    except agent_service.AgentGone as exc:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, str(exc),
+                            headers={"WWW-Authenticate": "Bearer"}) from exc
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -105,6 +109,7 @@ async def get_quorum_groups(agent_id: uuid.UUID, principal: OrgPrincipalDep,
 async def delete_agent(agent_id: uuid.UUID, principal: AdminDep,
                        session: SessionDep) -> Response:
     agent = await get_owned(session, Agent, agent_id, principal, "agent")
-    await session.delete(agent)
+    if not await agent_service.delete_agent(session, agent):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such agent")
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
