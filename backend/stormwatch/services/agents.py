@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -44,6 +48,21 @@ def topology_class(src: Placement, dst: Placement) -> str:
 
 
 FLEET_LOCK = "agent-fleet"
+_enrollment_slots: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+    weakref.WeakValueDictionary())
+
+
+@asynccontextmanager
+async def enrollment_slot(enrollment_token: str) -> AsyncIterator[None]:
+    """One enrollment per enrollment token at a time in this process. Enter it before the
+    session's first query: a rollout's other enrollments then wait here, not on the org's
+    database lock holding pooled connections the rest of the API needs."""
+    key = hash_token(enrollment_token)
+    slot = _enrollment_slots.get(key)
+    if slot is None:
+        slot = _enrollment_slots[key] = asyncio.Lock()
+    async with slot:
+        yield
 
 
 async def lock_org_fleet(session: AsyncSession, org_id: uuid.UUID) -> None:

@@ -117,6 +117,35 @@ def test_fifty_agents_enrolling_at_once_all_get_in_with_every_pair_classified(
                        "cross_provider"}, classes
 
 
+def test_a_rollout_leaves_the_connection_pool_to_the_rest_of_the_api(
+        api, api_server, make_org, db):
+    """Enrollments queue in the API process, not on the org's database lock: at most one
+    pooled connection waits there at any time, so ingest and the UI keep their pool."""
+    org = make_org()
+    done = threading.Event()
+    waiting: list[int] = []
+
+    def watch() -> None:
+        with db.connect() as conn:
+            while not done.is_set():
+                waiting.append(conn.execute(text(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND wait_event = 'advisory'")).scalar_one())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        answers = asyncio.run(burst(api_server, [
+            post_enroll(enroll_body(org.enrollment_token, f"vm-{i:02d}", placement(i)))
+            for i in range(50)]))
+    finally:
+        done.set()
+        watcher.join()
+    assert all(r.status_code == 201 for r in answers), [r.status_code for r in answers]
+    assert waiting, "the watcher took no sample"
+    assert max(waiting) <= 1, f"up to {max(waiting)} connections waited on the fleet lock"
+
+
 def test_an_enrollment_writes_only_the_pairs_of_the_enrolling_agent(api, make_org, db):
     org = make_org()
     fleet = [enroll(api, org.enrollment_token, f"vm-{i}", **placement(i)) for i in range(7)]

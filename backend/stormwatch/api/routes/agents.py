@@ -28,13 +28,14 @@ ONLINE_WITHIN = timedelta(minutes=2)
 @router.post("/agents/enroll", response_model=EnrollResponse,
              status_code=status.HTTP_201_CREATED)
 async def enroll(body: EnrollRequest, session: SessionDep) -> EnrollResponse:
-    try:
-        agent, token = await agent_service.enroll(
-            session, body.enrollment_token, body.name, body.agent_version, body.mesh_address,
-            body.metadata.model_dump())
-    except agent_service.EnrollmentRefused as exc:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, str(exc)) from exc
-    await session.commit()
+    async with agent_service.enrollment_slot(body.enrollment_token):
+        try:
+            agent, token = await agent_service.enroll(
+                session, body.enrollment_token, body.name, body.agent_version,
+                body.mesh_address, body.metadata.model_dump())
+        except agent_service.EnrollmentRefused as exc:
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, str(exc)) from exc
+        await session.commit()
     return EnrollResponse(agent_id=agent.id, agent_token=token, org_id=agent.org_id)
 
 
