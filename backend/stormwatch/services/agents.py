@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -20,7 +24,15 @@ METADATA_FIELDS = ("provider", "region", "zone", "subnet", "instance_type", "pri
                    "public_ip")
 
 
-def topology_class(src: Agent, dst: Agent) -> str:
+class Placement(Protocol):
+    id: uuid.UUID
+    provider: str
+    region: str
+    zone: str
+    subnet: str
+
+
+def topology_class(src: Placement, dst: Placement) -> str:
     """Seed 003 §4.3 classes, from the widest difference between the two agents."""
     if src.id == dst.id:
         return "self"
@@ -35,14 +47,64 @@ def topology_class(src: Agent, dst: Agent) -> str:
     return "same_subnet"
 
 
-async def refresh_pairs(session: AsyncSession, org_id: uuid.UUID) -> None:
-    """Recomputes the topology class of every ordered pair of the org's agents."""
-    agents = (await session.execute(select(Agent).where(Agent.org_id == org_id))).scalars().all()
-    rows = [{"org_id": org_id, "src_agent_id": a.id, "dst_agent_id": b.id,
-             "topology_class": topology_class(a, b)} for a in agents for b in agents]
-    await session.execute(delete(AgentPair).where(AgentPair.org_id == org_id))
-    if rows:
-        await session.execute(insert(AgentPair), rows)
+FLEET_LOCK = "agent-fleet"
+_enrollment_slots: weakref.WeakValueDictionary[str, asyncio.Lock] = (
+    weakref.WeakValueDictionary())
+
+
+@asynccontextmanager
+async def enrollment_slot(enrollment_token: str) -> AsyncIterator[None]:
+    """One enrollment per enrollment token at a time in this process. Enter it before the
+    session's first query: a rollout's other enrollments then wait here, not on the org's
+    database lock holding pooled connections the rest of the API needs."""
+    key = hash_token(enrollment_token)
+    slot = _enrollment_slots.get(key)
+    if slot is None:
+        slot = _enrollment_slots[key] = asyncio.Lock()
+    async with slot:
+        yield
+
+
+async def lock_org_fleet(session: AsyncSession, org_id: uuid.UUID) -> None:
+    """Serialises changes to an org's agents until the transaction ends, so each one sees
+    the agents the others committed and the pair table ends complete. Take it before
+    writing any agent row: a row lock held while waiting here could deadlock."""
+    await session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:lock), hashtext(:org))"),
+                          {"lock": FLEET_LOCK, "org": str(org_id)})
+
+
+async def refresh_agent_pairs(session: AsyncSession, agent_id: uuid.UUID,
+                              org_id: uuid.UUID) -> None:
+    """Writes the pairs of one agent with every agent of its org, both ways, and only
+    those whose class is new or changed; call it under `lock_org_fleet`."""
+    # Plain rows, not ORM objects: the identity map could hold stale placements.
+    rows = (await session.execute(select(
+        Agent.id, Agent.provider, Agent.region, Agent.zone, Agent.subnet).where(
+        Agent.org_id == org_id))).all()
+    me = next((r for r in rows if r.id == agent_id), None)
+    if me is None:
+        return
+    pairs = [(me, o) for o in rows] + [(o, me) for o in rows if o.id != agent_id]
+    values = [{"org_id": org_id, "src_agent_id": src.id, "dst_agent_id": dst.id,
+               "topology_class": topology_class(src, dst)} for src, dst in pairs]
+    stmt = insert(AgentPair)
+    await session.execute(stmt.on_conflict_do_update(
+        index_elements=[AgentPair.src_agent_id, AgentPair.dst_agent_id],
+        set_={"topology_class": stmt.excluded.topology_class},
+        where=AgentPair.topology_class != stmt.excluded.topology_class), values)
+
+
+async def delete_agent(session: AsyncSession, agent: Agent) -> bool:
+    """Deletes an agent, its pairs with it (foreign keys cascade); False when a concurrent
+    call deleted it first."""
+    await lock_org_fleet(session, agent.org_id)
+    gone = await session.execute(delete(Agent).where(Agent.id == agent.id)
+                                 .returning(Agent.id))
+    return gone.first() is not None
+
+
+class AgentGone(Exception):
+    """The agent was deleted, or re-enrolled under a new token, while its call waited."""
 
 
 class EnrollmentRefused(Exception):
@@ -58,6 +120,7 @@ async def enroll(session: AsyncSession, enrollment_token: str, name: str,
     if et is None or et.revoked_at is not None or (et.expires_at and et.expires_at <= now):
         raise EnrollmentRefused("unknown, revoked or expired enrollment token")
     tok = new_token("agent")
+    await lock_org_fleet(session, et.org_id)
     agent = (await session.execute(select(Agent).where(
         Agent.org_id == et.org_id, Agent.name == name).with_for_update())).scalar()
     if agent is None:
@@ -73,29 +136,33 @@ async def enroll(session: AsyncSession, enrollment_token: str, name: str,
     for f in METADATA_FIELDS:
         setattr(agent, f, metadata.get(f, "") or "")
     await session.flush()
-    await refresh_pairs(session, et.org_id)
+    await refresh_agent_pairs(session, agent.id, et.org_id)
     return agent, tok.token
 
 
 async def update_self(session: AsyncSession, agent: Agent, agent_version: str | None,
                       mesh_address: str | None, metadata: dict[str, str] | None,
                       throughput_address: str | None = None) -> None:
-    changed_topology = False
+    changed = {f: metadata[f] or "" for f in METADATA_FIELDS
+               if metadata and f in metadata and getattr(agent, f) != (metadata[f] or "")}
+    changed_topology = any(f in changed for f in ("provider", "region", "zone", "subnet"))
+    if changed_topology:
+        await lock_org_fleet(session, agent.org_id)
+        current = await session.scalar(select(Agent.token_hash).where(Agent.id == agent.id))
+        if current != agent.token_hash:
+            raise AgentGone("unknown or rotated agent token")
     if agent_version is not None:
         agent.agent_version = agent_version
     if mesh_address is not None:
         agent.mesh_address = mesh_address
     if throughput_address is not None:
         agent.throughput_address = throughput_address
-    if metadata:
-        for f in METADATA_FIELDS:
-            if f in metadata and getattr(agent, f) != (metadata[f] or ""):
-                setattr(agent, f, metadata[f] or "")
-                changed_topology |= f in ("provider", "region", "zone", "subnet")
+    for f, value in changed.items():
+        setattr(agent, f, value)
     agent.last_seen = datetime.now(UTC)
     await session.flush()
     if changed_topology:
-        await refresh_pairs(session, agent.org_id)
+        await refresh_agent_pairs(session, agent.id, agent.org_id)
 
 
 def default_groups(me: Agent, agents: list[Agent]) -> list[dict[str, Any]]:

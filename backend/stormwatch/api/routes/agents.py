@@ -28,13 +28,14 @@ ONLINE_WITHIN = timedelta(minutes=2)
 @router.post("/agents/enroll", response_model=EnrollResponse,
              status_code=status.HTTP_201_CREATED)
 async def enroll(body: EnrollRequest, session: SessionDep) -> EnrollResponse:
-    try:
-        agent, token = await agent_service.enroll(
-            session, body.enrollment_token, body.name, body.agent_version, body.mesh_address,
-            body.metadata.model_dump())
-    except agent_service.EnrollmentRefused as exc:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, str(exc)) from exc
-    await session.commit()
+    async with agent_service.enrollment_slot(body.enrollment_token):
+        try:
+            agent, token = await agent_service.enroll(
+                session, body.enrollment_token, body.name, body.agent_version,
+                body.mesh_address, body.metadata.model_dump())
+        except agent_service.EnrollmentRefused as exc:
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, str(exc)) from exc
+        await session.commit()
     return EnrollResponse(agent_id=agent.id, agent_token=token, org_id=agent.org_id)
 
 
@@ -50,10 +51,14 @@ async def agent_config(request: Request, agent: AgentDep, session: SessionDep) -
 
 @router.patch("/agent/self", status_code=status.HTTP_204_NO_CONTENT)
 async def update_self(body: AgentSelfUpdate, agent: AgentDep, session: SessionDep) -> Response:
-    await agent_service.update_self(
-        session, agent, body.agent_version, body.mesh_address,
-        body.metadata.model_dump(exclude_unset=True) if body.metadata else None,
-        body.throughput_address)
+    try:
+        await agent_service.update_self(
+            session, agent, body.agent_version, body.mesh_address,
+            body.metadata.model_dump(exclude_unset=True) if body.metadata else None,
+            body.throughput_address)
+    except agent_service.AgentGone as exc:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, str(exc),
+                            headers={"WWW-Authenticate": "Bearer"}) from exc
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
@@ -105,6 +110,7 @@ async def get_quorum_groups(agent_id: uuid.UUID, principal: OrgPrincipalDep,
 async def delete_agent(agent_id: uuid.UUID, principal: AdminDep,
                        session: SessionDep) -> Response:
     agent = await get_owned(session, Agent, agent_id, principal, "agent")
-    await session.delete(agent)
+    if not await agent_service.delete_agent(session, agent):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, "no such agent")
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
