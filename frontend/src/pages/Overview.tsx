@@ -3,6 +3,7 @@ import { listAlerts } from "../api/alerts";
 import { getHeatmap, listAgents } from "../api/endpoints";
 import type { HeatStat, Level } from "../api/models";
 import { Heatmap } from "../components/heatmap/Heatmap";
+import { OverviewPanels } from "../components/overview/Panels";
 import { Async, Card } from "../components/common/State";
 import { follow } from "../components/common/Link";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
@@ -70,6 +71,7 @@ export default function Overview() {
           {(vm) => <Heatmap vm={vm} firing={marks} onOpen={(src, dst) => navigate(linkTo("/pair", { level, src, dst, srcLabel: vm.labels[src], dstLabel: vm.labels[dst] }))} />}
         </Async>
       </Card>
+      <OverviewPanels nowMs={Math.floor(Date.now() / 60_000) * 60_000} />
     </>
   );
 }

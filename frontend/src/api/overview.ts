@@ -1,0 +1,32 @@
+// What the overview's panels read beside the heatmap: the fleet's largest level shifts (each
+// pair analysed on its own) over the existing analytics API.
+import { api, unwrap } from "./http";
+
+export interface ShiftVM {
+  src: string;
+  dst: string;
+  atMs: number;
+  /** level after minus level before, microseconds */
+  stepUs: number;
+  beforeUs: number;
+  afterUs: number;
+}
+
+/** Every pair's level shifts of 5-minute medians over the range, largest step first. */
+export async function getFleetShifts(q: { fromMs: number; toMs: number }, signal?: AbortSignal): Promise<ShiftVM[]> {
+  const r = unwrap(
+    await api.GET("/api/v1/analytics/{kind}/level-shifts", {
+      params: { path: { kind: "mesh" }, query: { start: new Date(q.fromMs).toISOString(), end: new Date(q.toMs).toISOString(), window_s: 300, group_by: "pair" } },
+      signal,
+    }),
+  );
+  const out: ShiftVM[] = [];
+  for (const g of r.groups ?? []) {
+    const key = g.group as unknown;
+    if (!Array.isArray(key) || key.length < 2 || key[0] === key[1]) continue; // self-loops measure the host
+    for (const s of g.shifts) {
+      out.push({ src: String(key[0]), dst: String(key[1]), atMs: Date.parse(s.time), stepUs: s.step, beforeUs: s.level_before, afterUs: s.level_after });
+    }
+  }
+  return out.sort((a, b) => Math.abs(b.stepUs) - Math.abs(a.stepUs));
+}
