@@ -206,7 +206,9 @@ def _parse_pct_stat(stat: str, param: str = "stat") -> float:
 
 async def heatmap(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters, level: str,
                   stat: str) -> dict[str, Any]:
-    """A statistic for every (src, dst) at node, zone or region level."""
+    """A statistic for every (src, dst) at node, zone or region level. Above node level a
+    cell holds pairs of distinct agents: a self-loop (an agent probing itself) is not a
+    path inside a region or zone, and mixed in it would pull the diagonal down to µs."""
     spec = KIND_SPECS[kind]
     if not spec.pair:
         raise QueryError("kind", "heatmaps are for pair series (mesh, throughput)")
@@ -216,7 +218,8 @@ async def heatmap(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filter
         _parse_pct_stat(stat)
     fleet = await load_fleet(session, org_id)
     g = await load_grouped(session, org_id, kind, f,
-                           lambda k: (fleet.level_of(k[0], level), fleet.level_of(k[1], level)),
+                           lambda k: ((fleet.level_of(k[0], level), fleet.level_of(k[1], level))
+                                      if level == "node" or k[0] != k[1] else None),
                            fleet)
     keys = sorted(g.groups, key=str)
     if stat.startswith("p") and stat not in HEATMAP_STATS:
