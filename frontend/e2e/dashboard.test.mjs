@@ -29,11 +29,11 @@ function frames() {
   return page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(() => r(undefined)))));
 }
 
-/** Microseconds from a formatted duration ("412 us", "1.5 ms", "2.5 s"). */
+/** Microseconds from a formatted duration ("412 µs", "1.5 ms", "2.5 s"). */
 function parseUs(text) {
-  const m = /([\d.]+)\s*(us|ms|s)\b/.exec(text);
+  const m = /([\d.]+)\s*(µs|ms|s)\b/.exec(text);
   assert.ok(m, `a duration in "${text}"`);
-  return Number(m[1]) * { us: 1, ms: 1_000, s: 1_000_000 }[m[2]];
+  return Number(m[1]) * { "µs": 1, ms: 1_000, s: 1_000_000 }[m[2]];
 }
 
 const card = (name) => page.getByRole("region", { name, exact: true });
@@ -139,7 +139,7 @@ describe("dashboard", { timeout: 600_000 }, () => {
     // The heatmap's "jitter (σ)" is this pair's standard deviation of RTT over the same range.
     const stdUs = parseUs(await summary.getByRole("cell").nth(3).innerText());
     const sigmaUs = parseUs(jitterLabel.split("jitter (σ)")[1] ?? "");
-    assert.ok(Math.abs(stdUs - sigmaUs) <= 0.02 * stdUs, `heatmap σ ${sigmaUs} us matches the pair's std dev ${stdUs} us`);
+    assert.ok(Math.abs(stdUs - sigmaUs) <= 0.02 * stdUs, `heatmap σ ${sigmaUs} µs matches the pair's std dev ${stdUs} µs`);
     const timeline = card("RTT timeline");
     await timeline.locator(".recharts-line").first().waitFor();
     // Both percentile bands are drawn and named in the legend.

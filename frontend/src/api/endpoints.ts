@@ -159,7 +159,7 @@ export async function getHeatmap(q: RangeQuery & { level: Level; stat: HeatStat 
     stat: q.stat,
     keys,
     labels: Object.fromEntries(keys.map((k) => [k, k])),
-    cells: r.cells.map((c) => ({ src: c.src, dst: c.dst, value: c.value, count: c.samples })),
+    cells: r.cells.map((c) => ({ src: c.src, dst: c.dst, value: c.value, count: c.samples, beyond: c.beyond ?? null })),
   };
 }
 

@@ -16,6 +16,8 @@ export interface HeatCell {
   /** microseconds for latency statistics, a ratio 0..1 for loss */
   value: number | null;
   count: number;
+  /** for a percentile statistic: samples above it in the cell (null for the others) */
+  beyond: number | null;
 }
 
 export interface HeatmapVM {

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
-import { formatAgo, formatBitsPerS, formatBytes, formatCount, formatPercent, formatSpan, formatUs } from "./format";
+import { formatAgo, formatBitsPerS, formatBytes, formatCount, formatPercent, formatSpan, formatUs, timeAxis, usAxis } from "./format";
 
 describe("formatUs", () => {
   it("keeps microseconds below a millisecond", () => {
-    expect(formatUs(412)).toBe("412 us");
-    expect(formatUs(7.25)).toBe("7.25 us");
+    expect(formatUs(412)).toBe("412 µs");
+    expect(formatUs(7.25)).toBe("7.25 µs");
   });
   it("switches to milliseconds and seconds with about three significant digits", () => {
     expect(formatUs(1500)).toBe("1.5 ms");
@@ -44,5 +44,45 @@ describe("formatSpan", () => {
     expect(formatSpan(24 * 3_600_000)).toBe("24 h");
     expect(formatSpan(36 * 3_600_000)).toBe("1.5 days");
     expect(formatSpan(7 * 86_400_000)).toBe("7 days");
+  });
+});
+
+describe("usAxis", () => {
+  it("writes every tick of an axis in the unit of its largest value", () => {
+    const ms = usAxis(80_000);
+    expect([0, 20_000, 40_000, 80_000].map(ms)).toEqual(["0ms", "20ms", "40ms", "80ms"]);
+    expect(ms(500)).toBe("0.5ms");
+    const us = usAxis(900);
+    expect([0, 250, 900].map(us)).toEqual(["0µs", "250µs", "900µs"]);
+    expect(usAxis(2_500_000)(500_000)).toBe("0.5s");
+  });
+  it("keeps the small ticks of a log axis readable in its unit", () => {
+    const f = usAxis(100_000);
+    expect([10, 100, 1_000, 12_500].map(f)).toEqual(["0.01ms", "0.1ms", "1ms", "12.5ms"]);
+  });
+});
+
+describe("timeAxis", () => {
+  const t0 = Date.parse("2026-11-28T05:10:00Z");
+  it("gives distinct labels to the ticks of a short span", () => {
+    const a = timeAxis(t0, t0 + 90_000);
+    const labels = a.ticks.map(a.format);
+    expect(new Set(labels).size).toBe(labels.length);
+    expect(labels[0]).toBe("05:10:00");
+    expect(a.ticks.length).toBeGreaterThan(2);
+  });
+  it("names days by date and keeps ticks inside the span", () => {
+    const day = Date.parse("2026-11-20T00:00:00Z");
+    const a = timeAxis(day, day + 6 * 86_400_000);
+    expect(a.ticks.map(a.format)).toEqual(["11-20", "11-21", "11-22", "11-23", "11-24", "11-25", "11-26"]);
+    const h = timeAxis(t0, t0 + 6 * 3_600_000);
+    for (const t of h.ticks) expect(t >= t0 && t <= t0 + 6 * 3_600_000).toBe(true);
+    expect(new Set(h.ticks.map(h.format)).size).toBe(h.ticks.length);
+  });
+  it("dates the hours of a span over midnight", () => {
+    const a = timeAxis(Date.parse("2026-11-27T20:00:00Z"), Date.parse("2026-11-28T08:00:00Z"));
+    const labels = a.ticks.map(a.format);
+    expect(new Set(labels).size).toBe(labels.length);
+    expect(labels).toContain("11-28 00:00");
   });
 });

@@ -1,10 +1,10 @@
 // Number formatting shared by tables, axes and tooltips. Latencies arrive in microseconds.
 
-/** Format a duration given in microseconds as us, ms or s with about 3 significant digits. */
+/** Format a duration given in microseconds as µs, ms or s with about 3 significant digits. */
 export function formatUs(us: number | null | undefined): string {
   if (us === null || us === undefined || !Number.isFinite(us)) return "–";
   const abs = Math.abs(us);
-  if (abs < 1000) return `${trim(us, abs < 10 ? 2 : abs < 100 ? 1 : 0)} us`;
+  if (abs < 1000) return `${trim(us, abs < 10 ? 2 : abs < 100 ? 1 : 0)} µs`;
   if (abs < 1_000_000) {
     const ms = us / 1000;
     return `${trim(ms, Math.abs(ms) < 10 ? 2 : Math.abs(ms) < 100 ? 1 : 0)} ms`;
@@ -19,9 +19,57 @@ export function formatMs(ms: number | null | undefined): string {
   return formatUs(ms * 1000);
 }
 
-/** Short axis label for a microsecond value (no space, fewer digits). */
-export function axisUs(us: number): string {
-  return formatUs(us).replace(" ", "");
+const DURATION_UNITS: [string, number][] = [
+  ["µs", 1],
+  ["ms", 1000],
+  ["s", 1_000_000],
+];
+
+/** Tick labels for a latency axis whose values reach `maxUs`: every tick in the one unit
+ * of that largest value (no space, 3 significant digits), so a ms axis starts at "0ms". */
+export function usAxis(maxUs: number): (us: number) => string {
+  const abs = Number.isFinite(maxUs) ? Math.abs(maxUs) : 0;
+  const [unit, factor] = abs >= 1_000_000 ? DURATION_UNITS[2]! : abs >= 1000 ? DURATION_UNITS[1]! : DURATION_UNITS[0]!;
+  return (us: number) => (Number.isFinite(us) ? `${Number((us / factor).toPrecision(3))}${unit}` : "");
+}
+
+/** The largest finite value of the given keys over rows (0 when there is none), for usAxis. */
+export function maxOf(rows: readonly Record<string, unknown>[], keys: readonly string[]): number {
+  let hi = 0;
+  for (const r of rows) {
+    for (const k of keys) {
+      const v = r[k];
+      if (typeof v === "number" && Number.isFinite(v) && Math.abs(v) > hi) hi = Math.abs(v);
+    }
+  }
+  return hi;
+}
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+const TIME_STEPS = [1, 2, 5, 10, 15, 30].map((s) => s * SECOND)
+  .concat([1, 2, 5, 10, 15, 30].map((m) => m * MINUTE))
+  .concat([1, 2, 3, 6, 12].map((h) => h * HOUR))
+  .concat([1, 2, 7, 14, 30].map((d) => d * DAY));
+
+/** Ticks for a UTC time axis over [fromMs, toMs]: whole steps (at most `maxTicks`), labelled
+ * to the step's precision so no two ticks read alike. */
+export function timeAxis(fromMs: number, toMs: number, maxTicks = 6): { ticks: number[]; format: (ms: number) => string } {
+  const span = Math.max(0, toMs - fromMs);
+  const step = TIME_STEPS.find((s) => span / s <= maxTicks) ?? TIME_STEPS[TIME_STEPS.length - 1]!;
+  const ticks: number[] = [];
+  for (let t = Math.ceil(fromMs / step) * step; t <= toMs; t += step) ticks.push(t);
+  if (!ticks.length && Number.isFinite(fromMs)) ticks.push(fromMs);
+  const sameDay = new Date(fromMs).toISOString().slice(0, 10) === new Date(toMs).toISOString().slice(0, 10);
+  const format = (ms: number) => {
+    const iso = new Date(ms).toISOString();
+    if (step >= DAY) return iso.slice(5, 10);
+    const clock = step < MINUTE ? iso.slice(11, 19) : iso.slice(11, 16);
+    return sameDay ? clock : `${iso.slice(5, 10)} ${clock}`;
+  };
+  return { ticks, format };
 }
 
 /** A ratio 0..1 shown as a percentage; tiny non-zero rates keep their significance. */

@@ -2,6 +2,7 @@
 import type { HeatCell, HeatStat, HeatmapVM } from "../api/models";
 import { formatPercent, formatUs } from "./format";
 import { scalePosition } from "./color";
+import { isWeak } from "./support";
 
 export interface Grid {
   rows: string[];
@@ -21,7 +22,9 @@ export function buildGrid(vm: HeatmapVM): Grid {
     keys.add(c.dst);
   }
   const sorted = [...keys].sort((a, b) => (vm.labels[a] ?? a).localeCompare(vm.labels[b] ?? b));
-  const values = vm.cells.map((c) => c.value).filter((v): v is number => v !== null && Number.isFinite(v));
+  // The colour domain spans the supported cells: a greyed tail value must not stretch it.
+  const supported = vm.cells.filter((c) => !isWeak(c.beyond));
+  const values = (supported.length ? supported : vm.cells).map((c) => c.value).filter((v): v is number => v !== null && Number.isFinite(v));
   const log = vm.stat !== "loss";
   const positive = log ? values.filter((v) => v > 0) : values;
   const lo = positive.length ? Math.min(...positive) : 0;

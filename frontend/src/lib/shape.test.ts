@@ -117,8 +117,8 @@ describe("heatmap", () => {
       keys: ["us-east-1"],
       labels: {},
       cells: [
-        { src: "us-east-1", dst: "eu-west-1", value: 80_000, count: 5 },
-        { src: "eu-west-1", dst: "eu-west-1", value: 800, count: 5 },
+        { src: "us-east-1", dst: "eu-west-1", value: 80_000, count: 5, beyond: null },
+        { src: "eu-west-1", dst: "eu-west-1", value: 800, count: 5, beyond: null },
       ],
     });
     expect(g.rows).toEqual(["eu-west-1", "us-east-1"]);

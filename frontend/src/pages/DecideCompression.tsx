@@ -53,7 +53,7 @@ function LatencyView({ out }: { out: CompressionOut }) {
   }));
   return (
     <Card title="Plain vs gzip-9 latency by size" note="medians of the measured samples">
-      <LinesChart rows={rows} series={["plain PUT", "gzip PUT", "plain GET", "gzip GET"]} xFormat={formatBytes} yFormat={(v) => formatMs(v)} xLog yLog dots xTicks={out.sizes.map((s) => s.size_bytes)} />
+      <LinesChart rows={rows} series={["plain PUT", "gzip PUT", "plain GET", "gzip GET"]} xFormat={formatBytes} yUnit="ms" xLog yLog dots xTicks={out.sizes.map((s) => s.size_bytes)} />
       <table className="data" aria-label="Plain and gzip latency by size">
         <thead>
           <tr>

@@ -66,7 +66,7 @@ function ByHour({ out }: { out: TimeoutOut }) {
   const rows = out.by_hour.map((h) => ({ x: h.hour, T: h.timeout_ms ?? null }));
   return (
     <Card title="T by hour of day (UTC)" note="the same rate over each hour's samples">
-      <LinesChart rows={rows} series={["T"]} xFormat={(v) => `${v}h`} yFormat={(v) => formatMs(v)} xInteger dots />
+      <LinesChart rows={rows} series={["T"]} xFormat={(v) => `${v}h`} yUnit="ms" xInteger dots />
       <table className="data" aria-label="Timeout by hour">
         <thead>
           <tr>

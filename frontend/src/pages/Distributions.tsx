@@ -3,7 +3,7 @@ import { BoxPlot } from "../components/distributions/BoxPlot";
 import { LinesChart } from "../components/common/LinesChart";
 import { Async, Card } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
-import { axisUs, formatBytes, formatTime } from "../lib/format";
+import { formatBytes, formatTime } from "../lib/format";
 import { useParams } from "../lib/router";
 import { TOPOLOGY_ORDER, pivot } from "../lib/shape";
 import { windowSecondsFor } from "../lib/timeRange";
@@ -87,7 +87,7 @@ export default function Distributions() {
                 (r) => r.s,
                 (r) => r.v,
               );
-              return <LinesChart rows={p.rows} series={p.series} xTime xFormat={(v) => formatTime(v, span)} yFormat={axisUs} yLog={log} height={280} />;
+              return <LinesChart rows={p.rows} series={p.series} xTime xFormat={(v) => formatTime(v, span)} yUnit="us" yLog={log} height={280} />;
             }}
           </Async>
         </Card>

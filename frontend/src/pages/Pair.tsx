@@ -12,14 +12,12 @@ import { Async, Card, Empty, Loading } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
 import { formatCount, formatPercent, formatRatio, formatUs } from "../lib/format";
 import { linkTo, useParams } from "../lib/router";
+import { isWeak, supportNote } from "../lib/support";
 import { windowSecondsFor } from "../lib/timeRange";
 import { useAsync } from "../lib/useAsync";
 import { asLevel } from "./Overview";
 
 const BUCKETS_US = [10, 50, 100, 500, 1000, 5000];
-// A tail percentile with fewer samples than this beyond it rests on a handful of values
-// (seed 003 Lesson 7): shown greyed.
-const MIN_BEYOND = 10;
 
 export function SummaryTable({ s }: { s: SummaryVM }) {
   return (
@@ -64,9 +62,9 @@ export function SummaryTable({ s }: { s: SummaryVM }) {
           <tr>
             {s.percentiles.map(([k, v]) => {
               const beyond = s.beyond[k];
-              const weak = beyond !== undefined && beyond < MIN_BEYOND;
+              const weak = isWeak(beyond);
               return (
-                <td key={k} className={weak ? "muted" : undefined} aria-disabled={weak || undefined} title={beyond === undefined ? undefined : `${formatCount(beyond)} sample${beyond === 1 ? "" : "s"} beyond${weak ? ": too few to support it" : ""}`}>
+                <td key={k} className={weak ? "muted" : undefined} aria-disabled={weak || undefined} title={supportNote(beyond) || undefined}>
                   {formatUs(v)}
                 </td>
               );

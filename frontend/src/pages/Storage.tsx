@@ -4,7 +4,7 @@ import { CdfChart } from "../components/pair/CdfChart";
 import { LinesChart } from "../components/common/LinesChart";
 import { Async, Card } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
-import { axisUs, formatBitsPerS, formatNsPerBit, formatBytes, formatCount, formatPercent, formatUs } from "../lib/format";
+import { formatBitsPerS, formatNsPerBit, formatBytes, formatCount, formatPercent, formatUs } from "../lib/format";
 import { useParams } from "../lib/router";
 import { pivot } from "../lib/shape";
 import { failureRates, sizeCurves, sizeTable, variantCompare } from "../lib/storage";
@@ -108,7 +108,7 @@ export default function Storage() {
               <Card title={`${op.toUpperCase()} latency by object size`} note="median, log–log (seed 000 Figs. 1–2)">
                 {(() => {
                   const c = sizeCurves(rows, op, "plain", (r) => (adjusted ? r.p50_adjusted_us : r.p50_us));
-                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xTicks={sizes} xFormat={(v) => formatBytes(v)} yFormat={axisUs} />;
+                  return <LinesChart rows={c.rows} series={c.series} xLog yLog dots xTicks={sizes} xFormat={(v) => formatBytes(v)} yUnit="us" />;
                 })()}
               </Card>
               <Card
@@ -192,7 +192,7 @@ export default function Storage() {
           <Async state={daily} isEmpty={(d) => d.length === 0}>
             {(rows) => {
               const p = pivot(rows, (r) => Date.parse(r.day), (r) => r.provider, (r) => r.p50_us);
-              return <LinesChart rows={p.rows} series={p.series} dots xTime xFormat={(v) => new Date(v).toISOString().slice(5, 10)} yFormat={axisUs} />;
+              return <LinesChart rows={p.rows} series={p.series} dots xTime xFormat={(v) => new Date(v).toISOString().slice(5, 10)} yUnit="us" />;
             }}
           </Async>
         </Card>
@@ -202,7 +202,7 @@ export default function Storage() {
           <Async state={repl} isEmpty={(d) => d.length === 0} empty="No replication variant measured.">
             {(rows) => {
               const p = pivot(rows, (r) => r.x, (r) => r.series, (r) => r.y);
-              return <LinesChart rows={p.rows} series={p.series} dots xInteger xFormat={(v) => `${v} copies`} yFormat={axisUs} />;
+              return <LinesChart rows={p.rows} series={p.series} dots xInteger xFormat={(v) => `${v} copies`} yUnit="us" />;
             }}
           </Async>
         </Card>

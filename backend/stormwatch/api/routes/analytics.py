@@ -192,8 +192,9 @@ async def get_series_csv(kind: KindParam, principal: OrgPrincipalDep, session: S
     f.adjusted = adjusted
     result = await _run(analyses.series(session, principal.org_id, kind, f, window_s,
                                         _pcts(percentiles), group_by))
+    name = await analyses.series_csv_filename(session, principal.org_id, kind, f)
     return PlainTextResponse(analyses.series_csv(result), media_type="text/csv", headers={
-        "Content-Disposition": f'attachment; filename="stormwatch-{kind}-series.csv"'})
+        "Content-Disposition": f'attachment; filename="{name}"'})
 
 
 @router.get("/{kind}/distribution", response_model=DistributionResponse,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import uuid
 from collections.abc import Hashable, Sequence
 from datetime import UTC, datetime
@@ -206,7 +207,9 @@ def _parse_pct_stat(stat: str, param: str = "stat") -> float:
 
 async def heatmap(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters, level: str,
                   stat: str) -> dict[str, Any]:
-    """A statistic for every (src, dst) at node, zone or region level."""
+    """A statistic for every (src, dst) at node, zone or region level. Above node level a
+    cell holds pairs of distinct agents: a self-loop (an agent probing itself) is not a
+    path inside a region or zone, and mixed in it would pull the diagonal down to µs."""
     spec = KIND_SPECS[kind]
     if not spec.pair:
         raise QueryError("kind", "heatmaps are for pair series (mesh, throughput)")
@@ -216,7 +219,8 @@ async def heatmap(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filter
         _parse_pct_stat(stat)
     fleet = await load_fleet(session, org_id)
     g = await load_grouped(session, org_id, kind, f,
-                           lambda k: (fleet.level_of(k[0], level), fleet.level_of(k[1], level)),
+                           lambda k: ((fleet.level_of(k[0], level), fleet.level_of(k[1], level))
+                                      if level == "node" or k[0] != k[1] else None),
                            fleet)
     keys = sorted(g.groups, key=str)
     if stat.startswith("p") and stat not in HEATMAP_STATS:
@@ -492,13 +496,19 @@ async def cv_rmse_pairs(session: AsyncSession, org_id: uuid.UUID, kind: str, f: 
             "windows": len(common), "cv_rmse": cv_rmse(x, y)}
 
 
+# The unit of each kind's values, for CSV column names (a spreadsheet has no schema to ask).
+VALUE_UNITS = {"mesh": "us", "quorum": "us", "storage": "us", "throughput": "bytes_per_s"}
+
+
 def series_csv(result: dict[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     cols = ["start", "samples", "count", "loss_rate", "mean", "std", "min", "max",
             *result["percentiles"]]
+    valued = {"mean", "std", "min", "max", *result["percentiles"]}
+    unit = VALUE_UNITS[result["kind"]]
     beyond = [f"{p}_beyond" for p in result["percentiles"]]
-    w.writerow(["group", *cols, *beyond])
+    w.writerow(["group", *(f"{c}_{unit}" if c in valued else c for c in cols), *beyond])
     for grp in result["groups"]:
         label = grp["group"] if not isinstance(grp["group"], list) else "->".join(
             map(str, grp["group"]))
@@ -507,3 +517,32 @@ def series_csv(result: dict[str, Any]) -> str:
                                   ("" if row.get(c) is None else row.get(c)) for c in cols]
                        + [row.get("beyond", {}).get(p, "") for p in result["percentiles"]])
     return buf.getvalue()
+
+
+def _place_of(fleet: Fleet, ids: list[uuid.UUID] | None) -> str:
+    """What a set of agents is, for a file name: one agent's name, the zone, region or
+    provider whose agents they all are, or how many they are."""
+    if not ids:
+        return "all"
+    chosen = set(ids)
+    if len(chosen) == 1:
+        a = fleet.agents.get(next(iter(chosen)))
+        return a.name if a is not None else str(next(iter(chosen)))
+    for level in ("zone", "region", "provider"):
+        places = {fleet.level_of(i, level) for i in chosen}
+        if len(places) == 1:
+            (place,) = places
+            if chosen == {i for i in fleet.agents if fleet.level_of(i, level) == place}:
+                return place
+    return f"{len(chosen)}-agents"
+
+
+async def series_csv_filename(session: AsyncSession, org_id: uuid.UUID, kind: str,
+                              f: Filters) -> str:
+    """stormwatch-mesh-<src>-to-<dst>-<UTC start>-<UTC end>.csv: exports of different pairs
+    and ranges land in different files."""
+    fleet = await load_fleet(session, org_id)
+    who = (f"{_place_of(fleet, f.src)}-to-{_place_of(fleet, f.dst)}" if KIND_SPECS[kind].pair
+           else _place_of(fleet, f.src or f.agents))
+    stamp = "-".join(t.astimezone(UTC).strftime("%Y%m%dT%H%MZ") for t in (f.start, f.end))
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"stormwatch-{kind}-{who}-{stamp}") + ".csv"

@@ -1,6 +1,6 @@
 import { CartesianGrid, ComposedChart, Legend, Line, ReferenceArea, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { BacktestSeries, Firing, Unit } from "../../api/alerts";
-import { formatTime } from "../../lib/format";
+import { formatTime, maxOf, usAxis } from "../../lib/format";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
 import { formatValue } from "./units";
@@ -44,7 +44,7 @@ export function BacktestChart({ series, firings, unit, fromMs, toMs }: { series:
         <ComposedChart data={rows.filter((r) => r.t >= first)} margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
           <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
           <XAxis dataKey="t" type="number" scale="time" domain={[first, last]} tickFormatter={(v: number) => formatTime(v, span)} stroke={palette.muted} />
-          <YAxis tickFormatter={(v: number) => formatValue(unit, v).replace(" ", "")} stroke={palette.muted} width={64} />
+          <YAxis tickFormatter={unit === "us" ? usAxis(maxOf(rows, [...columns.map((c) => c.key), "threshold"])) : (v: number) => formatValue(unit, v).replace(" ", "")} stroke={palette.muted} width={64} />
           <Tooltip
             content={({ active, payload }) => {
               const row = active && payload?.[0] ? (payload[0].payload as BacktestRow) : undefined;

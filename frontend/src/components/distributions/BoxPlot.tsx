@@ -1,6 +1,6 @@
 import { Bar, CartesianGrid, ComposedChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { BoxVM } from "../../api/models";
-import { axisUs, formatCount, formatUs } from "../../lib/format";
+import { formatCount, formatUs, usAxis } from "../../lib/format";
 import { boxRows, interpolatePx } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
@@ -46,7 +46,7 @@ export function BoxPlot({ boxes, order, log, height = 320, labels }: { boxes: Bo
       <ComposedChart data={rows} margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
         <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
         <XAxis dataKey="group" stroke={palette.muted} tickFormatter={(g: string) => labels?.[g] ?? g} interval={0} />
-        <YAxis scale={log ? "log" : "linear"} domain={log ? ["auto", "auto"] : [0, "auto"]} tickFormatter={axisUs} stroke={palette.muted} width={64} />
+        <YAxis scale={log ? "log" : "linear"} domain={log ? ["auto", "auto"] : [0, "auto"]} tickFormatter={usAxis(Math.max(0, ...boxes.map((b) => b.p95)))} stroke={palette.muted} width={64} />
         <Tooltip
           cursor={{ fill: palette.grid, fillOpacity: 0.3 }}
           content={({ active, payload }) => {

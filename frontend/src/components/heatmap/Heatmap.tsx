@@ -3,6 +3,7 @@ import type { HeatmapVM } from "../../api/models";
 import { rampColor, rampGradient, rampTextColor } from "../../lib/color";
 import { formatCount } from "../../lib/format";
 import { STAT_HELP, STAT_LABELS, buildGrid, cellPosition, formatStat } from "../../lib/heatmap";
+import { MIN_BEYOND, isWeak, supportNote } from "../../lib/support";
 
 /** src × dst grid (rows send, columns answer); every cell is a button that opens the pair. */
 export function Heatmap({ vm, onOpen, firing }: { vm: HeatmapVM; onOpen: (src: string, dst: string) => void; firing?: Map<string, { ruleName: string }[]> }) {
@@ -44,15 +45,19 @@ export function Heatmap({ vm, onOpen, firing }: { vm: HeatmapVM; onOpen: (src: s
                   }
                   const text = formatStat(vm.stat, cell.value);
                   const alerts = firing?.get(`${r}|${c}`) ?? [];
-                  const desc = `${label(r)} → ${label(c)}: ${statName} ${text}, ${formatCount(cell.count)} samples${alerts.length ? `; firing: ${alerts.map((a) => a.ruleName).join(", ")}` : ""}`;
+                  // A tail percentile with too few samples beyond it is greyed, off the colour ramp.
+                  const weak = isWeak(cell.beyond);
+                  const support = supportNote(cell.beyond);
+                  const desc = `${label(r)} → ${label(c)}: ${statName} ${text}, ${formatCount(cell.count)} samples${support ? `, ${support}` : ""}${alerts.length ? `; firing: ${alerts.map((a) => a.ruleName).join(", ")}` : ""}`;
+                  const classes = [alerts.length ? "alerting" : "", weak ? "weak" : ""].filter(Boolean).join(" ");
                   return (
                     <td key={c}>
                       <button
                         type="button"
                         aria-label={desc}
                         title={desc}
-                        className={alerts.length ? "alerting" : undefined}
-                        style={{ background: rampColor(pos), color: rampTextColor(pos) }}
+                        className={classes || undefined}
+                        style={weak ? undefined : { background: rampColor(pos), color: rampTextColor(pos) }}
                         onMouseEnter={() => setHover(desc)}
                         onFocus={() => setHover(desc)}
                         onClick={() => onOpen(r, c)}
@@ -73,6 +78,11 @@ export function Heatmap({ vm, onOpen, firing }: { vm: HeatmapVM; onOpen: (src: s
         <span>{formatStat(vm.stat, g.hi)}</span>
         <span>({g.log ? "log scale" : "linear scale"})</span>
         {vm.stat === "jitter" && <span className="muted">{STAT_HELP.jitter}</span>}
+        {vm.cells.some((c) => isWeak(c.beyond)) && (
+          <span>
+            <span className="swatch weak" aria-hidden="true" /> grey: fewer than {MIN_BEYOND} samples beyond the percentile, too few to support it
+          </span>
+        )}
       </div>
       <div className="hover-info" aria-live="polite">
         {hover || "Hover or focus a cell for its value; click it to open the pair."}

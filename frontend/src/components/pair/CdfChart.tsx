@@ -1,6 +1,6 @@
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { CdfPoint } from "../../api/models";
-import { axisUs, formatUs } from "../../lib/format";
+import { formatUs, usAxis } from "../../lib/format";
 import { logTicks, tailOfCdf } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
@@ -39,7 +39,7 @@ export function CdfChart({ series, tail, height = 280 }: { series: CdfSeries[]; 
     <ResponsiveContainer width="100%" height={height}>
       <LineChart margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
         <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
-        <XAxis dataKey="x_us" type="number" scale="log" domain={[lo, hi]} ticks={logTicks(lo, hi)} allowDataOverflow tickFormatter={axisUs} stroke={palette.muted} />
+        <XAxis dataKey="x_us" type="number" scale="log" domain={[lo, hi]} ticks={logTicks(lo, hi)} allowDataOverflow tickFormatter={usAxis(hi)} stroke={palette.muted} />
         {tail ? (
           <YAxis
             dataKey="q"

@@ -1,6 +1,6 @@
 import { Bar, BarChart, CartesianGrid, Cell, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { HistBin } from "../../api/models";
-import { axisUs, formatCount, formatPercent, formatUs } from "../../lib/format";
+import { formatCount, formatPercent, formatUs, usAxis } from "../../lib/format";
 import { histRows } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
@@ -9,6 +9,7 @@ import { TipBox } from "../common/ChartTooltip";
 export function Histogram({ bins, logCounts, clipAbove }: { bins: HistBin[]; logCounts: boolean; clipAbove?: number }) {
   const { palette } = useTheme();
   const rows = histRows(bins, clipAbove).map((r) => ({ ...r, plotted: logCounts && r.count === 0 ? null : r.count }));
+  const axisUs = usAxis(Math.max(0, ...rows.map((r) => r.mid_us)));
   return (
     <ResponsiveContainer width="100%" height={260}>
       <BarChart data={rows} margin={{ top: 8, right: 12, bottom: 4, left: 8 }} barCategoryGap={0}>

@@ -1,6 +1,6 @@
 import { Area, CartesianGrid, ComposedChart, Legend, Line, ResponsiveContainer, Scatter, Tooltip, XAxis, YAxis } from "recharts";
 import type { LevelSegment, TimelinePoint } from "../../api/models";
-import { axisUs, formatPercent, formatTime, formatUs } from "../../lib/format";
+import { formatPercent, formatUs, timeAxis, usAxis } from "../../lib/format";
 import { logTicks, positiveExtent, timelineRows } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
@@ -21,13 +21,14 @@ export function bodyDomain(body: [number, number] | null | undefined, log: boole
  * edge; `full` shows every value. */
 export function Timeline({ points, segments, log, body, full = false }: { points: TimelinePoint[]; segments: LevelSegment[]; log: boolean; body?: [number, number] | null; full?: boolean }) {
   const { palette } = useTheme();
-  const span = points.length > 1 ? Math.max(...points.map((p) => p.t)) - Math.min(...points.map((p) => p.t)) : 0;
+  const time = points.length ? timeAxis(Math.min(...points.map((p) => p.t)), Math.max(...points.map((p) => p.t))) : null;
   const ext = positiveExtent(timelineRows(points, segments) as unknown as Record<string, unknown>[], ["p50", "p99", "p9999", "level"]);
   // Explicit, padded domain: every line stays inside the frame on both scales.
   const fullDomain: [number, number] | undefined = ext ? (log ? [ext[0] / 1.2, ext[1] * 1.2] : [0, ext[1] * 1.05]) : undefined;
   const fit = full ? null : bodyDomain(body, log);
   const domain = fit ?? fullDomain;
   const top = fit ? fit[1] : null;
+  const yTick = usAxis(domain?.[1] ?? 0);
   const rows = timelineRows(points, segments).map((r) => ({
     ...r,
     // A window whose tail (or median) leaves the fitted range: a mark at the top edge.
@@ -38,14 +39,14 @@ export function Timeline({ points, segments, log, body, full = false }: { points
     <ResponsiveContainer width="100%" height={320}>
       <ComposedChart data={rows} margin={{ top: 8, right: 12, bottom: 4, left: 8 }}>
         <CartesianGrid stroke={palette.grid} strokeDasharray="3 3" />
-        <XAxis dataKey="t" type="number" scale="time" domain={["dataMin", "dataMax"]} tickFormatter={(v: number) => formatTime(v, span)} stroke={palette.muted} />
+        <XAxis dataKey="t" type="number" scale="time" domain={["dataMin", "dataMax"]} ticks={time?.ticks} tickFormatter={time?.format} stroke={palette.muted} />
         <YAxis
           yAxisId="rtt"
           scale={log ? "log" : "linear"}
           domain={domain ?? (log ? ["auto", "auto"] : [0, "auto"])}
           ticks={log && domain ? logTicks(domain[0], domain[1]).filter((v) => v >= domain[0] && v <= domain[1]) : undefined}
           allowDataOverflow
-          tickFormatter={axisUs}
+          tickFormatter={yTick}
           stroke={palette.muted}
           width={64}
         />

@@ -1,0 +1,84 @@
+// @vitest-environment jsdom
+import { cleanup, render, screen, waitFor } from "@testing-library/react";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { startApiServer } from "../test/apiServer";
+import { useOrigin } from "../test/dom";
+import { AGENTS } from "../test/fixtures";
+
+vi.setConfig({ testTimeout: 30_000 });
+const api = await startApiServer();
+useOrigin(api);
+const { default: Distributions } = await import("./Distributions");
+const { navigate } = await import("../lib/router");
+const { ThemeProvider } = await import("../lib/theme");
+
+// Two minutes of a fresh fleet inside the default hour: four 30 s windows, cross-region RTTs in ms.
+const T0 = Date.parse("2026-11-28T05:10:00Z");
+const SOURCE = { resolution: "raw", start: "2026-11-28T04:12:00Z", end: "2026-11-28T05:12:00Z", exact: true };
+const box = (group: string, p50: number) => ({ group, p5: p50 * 0.9, p25: p50 * 0.95, p50, p75: p50 * 1.05, p95: p50 * 1.2, mean: p50, count: 240, loss_rate: 0 });
+
+// jsdom lays nothing out: give the charts' containers a size so Recharts draws its axes.
+const rect = HTMLElement.prototype.getBoundingClientRect;
+beforeAll(() => {
+  HTMLElement.prototype.getBoundingClientRect = function (this: HTMLElement) {
+    if (this.classList.contains("recharts-responsive-container")) return { x: 0, y: 0, top: 0, left: 0, right: 800, bottom: 300, width: 800, height: 300, toJSON: () => ({}) } as DOMRect;
+    return rect.call(this);
+  };
+});
+afterAll(async () => {
+  HTMLElement.prototype.getBoundingClientRect = rect;
+  await api.close();
+});
+
+beforeEach(() => {
+  navigate("/distributions?scale=linear");
+  api.route("GET /api/v1/agents", () => AGENTS);
+  api.route("GET /api/v1/analytics/mesh/boxplots", () => ({ source: SOURCE, kind: "mesh", group_by: "topology_class", boxes: [box("cross_az", 1_200), box("cross_region", 68_000)] }));
+  api.route("GET /api/v1/analytics/mesh/series", () => ({
+    source: SOURCE,
+    kind: "mesh",
+    window_s: 30,
+    percentiles: ["p50"],
+    groups: [
+      { group: ["a1", "a2"], windows: [0, 1, 2, 3].map((i) => ({ start: new Date(T0 + i * 30_000).toISOString(), samples: 60, count: 60, p50: 68_000 + i * 500, beyond: { p50: 29 } })) },
+      { group: ["a1", "a3"], windows: [0, 1, 2, 3].map((i) => ({ start: new Date(T0 + i * 30_000).toISOString(), samples: 60, count: 60, p50: 70_000 - i * 400, beyond: { p50: 29 } })) },
+    ],
+  }));
+});
+afterEach(cleanup);
+
+function ticks(card: HTMLElement, axis: "x" | "y"): string[] {
+  return [...card.querySelectorAll(`.recharts-${axis}Axis-tick-labels .recharts-cartesian-axis-tick-value`)].map((t) => t.textContent ?? "");
+}
+
+function mount() {
+  render(
+    <ThemeProvider>
+      <Distributions />
+    </ThemeProvider>,
+  );
+}
+
+describe("Distributions page", () => {
+  it("labels the time axis of the pairs chart with distinct times", async () => {
+    mount();
+    const card = await screen.findByRole("region", { name: "Node pairs over time" });
+    await waitFor(() => expect(ticks(card, "x").length).toBeGreaterThan(1));
+    const labels = ticks(card, "x");
+    expect(new Set(labels).size, `x ticks ${labels.join(", ")}`).toBe(labels.length);
+    // The windows start on whole half-minutes: the labels name them to the second.
+    expect(labels).toContain("05:10:30");
+  });
+
+  it("writes every RTT tick of a ms axis in ms, its zero included", async () => {
+    mount();
+    const card = await screen.findByRole("region", { name: "Node pairs over time" });
+    await waitFor(() => expect(ticks(card, "y").length).toBeGreaterThan(1));
+    const labels = ticks(card, "y");
+    expect(labels[0]).toBe("0ms");
+    for (const l of labels) expect(l, `y ticks ${labels.join(", ")}`).toMatch(/^[\d.]+ms$/);
+    const boxes = await screen.findByRole("region", { name: "RTT by topology class" });
+    await waitFor(() => expect(ticks(boxes, "y").length).toBeGreaterThan(1));
+    for (const l of ticks(boxes, "y")) expect(l, `box y ticks ${ticks(boxes, "y").join(", ")}`).toMatch(/^[\d.]+ms$/);
+  });
+});
