@@ -95,7 +95,19 @@ async def http_post(url: str, body: bytes, headers: dict[str, str], timeout_s: f
     except egress.EgressUnresolved as exc:
         raise TransientError(exc.detail) from exc
     except (httpx.HTTPError, OSError, TimeoutError) as exc:
+        cert = _cert_error(exc)
+        if cert is not None:  # the same certificate will be refused again
+            raise PermanentError(f"TLS certificate rejected: {cert.verify_message}") from exc
         raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _cert_error(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def reply_problem(reply: egress.HttpReply) -> str:
