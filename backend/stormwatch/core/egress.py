@@ -322,7 +322,7 @@ async def post(url: str, *, content: bytes, headers: dict[str, str], timeout_s: 
     host, port = url_host_port(url)
     u = httpx.URL(url)
     found = await addresses(host, port, policy)
-    hdrs = {**headers, "host": u.netloc.decode("ascii")}
+    hdrs = {**headers, "host": u.netloc.decode("ascii"), "accept-encoding": "identity"}
     ext = {"sni_hostname": host} if u.scheme == "https" and literal_ip(host) is None else {}
     last: Exception | None = None
     async with asyncio.timeout(timeout_s * 2):  # connect, write and read are each bounded too
@@ -334,7 +334,7 @@ async def post(url: str, *, content: bytes, headers: dict[str, str], timeout_s: 
                 async with client, client.stream("POST", pinned, content=content,
                                                  headers=hdrs, extensions=ext) as resp:
                     body = bytearray()
-                    async for chunk in resp.aiter_bytes():
+                    async for chunk in resp.aiter_raw():  # not inflated: no gzip bombs
                         body += chunk
                         if len(body) >= MAX_REPLY_BYTES:
                             break

@@ -39,7 +39,7 @@ from stormwatch.devtools.services import (
 
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
-DEMO_EGRESS_ALLOW = "127.0.0.0/8"
+DEMO_EGRESS_ALLOW = "127.0.0.0/8,::1"
 
 
 def log(msg: str) -> None:

@@ -213,7 +213,7 @@ def test_tls_checks_the_certificate_against_the_name_not_the_address(
 
 
 def test_with_the_allow_list_the_loopback_receivers_work(monkeypatch: pytest.MonkeyPatch) -> None:
-    open_egress(monkeypatch, "127.0.0.0/8")
+    open_egress(monkeypatch, "127.0.0.0/8,::1")  # "localhost" may resolve to both
     secret = new_signing_secret()
     with HttpReceiver(secret=secret) as hook, HttpReceiver() as slack, \
             SmtpServer(None, "none") as smtp:
