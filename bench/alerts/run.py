@@ -101,7 +101,9 @@ class Stack:
     def start(self) -> None:
         self.env = {**os.environ, "DATABASE_URL": self.pg.url, "REDIS_URL": self.redis.url,
                     "SECRET_KEY": "bench-secret-key-not-for-production",
-                    "PYTHONPATH": str(REPO / "backend"), "PYTHONUNBUFFERED": "1"}
+                    "PYTHONPATH": str(REPO / "backend"), "PYTHONUNBUFFERED": "1",
+                    # The stand-in Slack receiver listens on loopback.
+                    "EGRESS_ALLOW": "127.0.0.0/8"}
         os.environ.update({k: self.env[k] for k in ("DATABASE_URL", "REDIS_URL",
                                                     "SECRET_KEY")})
         py = [sys.executable, "-m"]

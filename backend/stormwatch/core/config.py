@@ -3,7 +3,7 @@
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     # A claimed delivery not marked within this is taken as lost with its worker and resumed.
     notify_lease_s: float = Field(default=120.0, gt=0)
 
+    # Addresses orgs may make the server connect to although they are not global (loopback,
+    # private, link-local): CIDRs or exact host names, comma separated. Empty: none.
+    egress_allow: str = ""
+
     # GET /metrics on the API wants `Authorization: Bearer <metrics_token>`; unset, it is off.
     metrics_token: str | None = Field(default=None, min_length=16)
     # The worker serves its metrics on its own port, off the API's; 0 takes any free port
@@ -52,6 +56,14 @@ class Settings(BaseSettings):
     worker_metrics_host: str = "127.0.0.1"
     worker_metrics_port: int = Field(default=9541, ge=0, le=65535)
     frontend_dist: Path = REPO_ROOT / "frontend" / "dist"
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _egress_allow(cls, v: str) -> str:
+        from stormwatch.core.egress import Policy
+
+        Policy.parse(v)  # a typo stops the process at start, not at the first send
+        return v
 
     @property
     def sync_database_url(self) -> str:

@@ -39,6 +39,7 @@ from stormwatch.devtools.services import (
 
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
+DEMO_EGRESS_ALLOW = "127.0.0.0/8,::1"
 
 
 def log(msg: str) -> None:
@@ -120,6 +121,11 @@ class Stack:
                     # Links in alert messages open this stack's UI unless told otherwise.
                     "PUBLIC_BASE_URL": os.environ.get("PUBLIC_BASE_URL",
                                                       f"http://127.0.0.1:{self.port}")}
+        if self.demo is not None:
+            # The demo's storage emulators listen on loopback, which the egress policy refuses
+            # unless allowed; a real deployment (DEMO=0) keeps the operator's setting as it is.
+            self.env["EGRESS_ALLOW"] = ",".join(
+                e for e in (os.environ.get("EGRESS_ALLOW", ""), DEMO_EGRESS_ALLOW) if e)
         self._spawn("api", [str(VENV_BIN / "uvicorn"), "stormwatch.main:app", "--host",
                             "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
                             "--no-access-log"])

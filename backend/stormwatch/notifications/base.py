@@ -7,9 +7,14 @@ A channel's `send` either returns the server's acknowledgement or raises `Perman
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
+
+import httpx
+
+from stormwatch.core import egress
 
 MessageKind = Literal["firing", "resolved", "reminder", "test"]
 
@@ -76,3 +81,36 @@ class Channel(Protocol):
     delivery, so receivers that can deduplicate do."""
 
     async def send(self, message: Message, idempotency_key: str) -> str: ...
+
+
+async def http_post(url: str, body: bytes, headers: dict[str, str], timeout_s: float,
+                    verify: ssl.SSLContext | bool) -> egress.HttpReply:
+    """One POST through the egress policy: a refused address is permanent, an unresolved
+    name, a network error or a timeout transient."""
+    try:
+        return await egress.post(url, content=body, headers=headers, timeout_s=timeout_s,
+                                 verify=verify)
+    except egress.EgressRefused as exc:
+        raise PermanentError(exc.detail) from exc
+    except egress.EgressUnresolved as exc:
+        raise TransientError(exc.detail) from exc
+    except (httpx.HTTPError, OSError, TimeoutError) as exc:
+        cert = _cert_error(exc)
+        if cert is not None:  # the same certificate will be refused again
+            raise PermanentError(f"TLS certificate rejected: {cert.verify_message}") from exc
+        raise TransientError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _cert_error(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def reply_problem(reply: egress.HttpReply) -> str:
+    if reply.redirect:
+        return f"{reply.detail}: a redirect, which is not followed (give the final URL)"
+    return reply.detail

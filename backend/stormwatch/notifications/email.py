@@ -1,6 +1,6 @@
 """Email over SMTP (aiosmtplib): STARTTLS, implicit TLS or plain, optional AUTH; one message
-with a plain-text and an HTML part. The SMTP reply decides permanent (5xx) or transient (4xx,
-network)."""
+with a plain-text and an HTML part, over a connection the egress policy opened. The SMTP
+reply decides permanent (5xx) or transient (4xx, network)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from email.utils import formatdate, make_msgid
 
 import aiosmtplib
 
+from stormwatch.core import egress
 from stormwatch.notifications.base import Message, PermanentError, TransientError
 from stormwatch.notifications.render import html_body, plain_text
 
@@ -61,9 +62,20 @@ class EmailChannel:
     async def send(self, message: Message, idempotency_key: str) -> str:
         cfg = self.cfg
         email = build_email(cfg, message, idempotency_key)
+        host = cfg.host.strip("[]")
         try:
+            sock = await egress.open_tcp(host, cfg.port, cfg.timeout_s)
+        except egress.EgressRefused as exc:
+            raise PermanentError(exc.detail) from exc
+        except egress.EgressUnresolved as exc:
+            raise TransientError(exc.detail) from exc
+        except OSError as exc:
+            raise TransientError(f"cannot connect to {cfg.host}:{cfg.port}: {exc}") from exc
+        try:
+            # The socket is connected to the address the policy checked; the host name stays
+            # the TLS name (SNI and certificate check).
             _, reply = await aiosmtplib.send(
-                email, hostname=cfg.host, port=cfg.port,
+                email, hostname=host, sock=sock,
                 username=cfg.username or None, password=cfg.password or None,
                 use_tls=cfg.security == "tls", start_tls=cfg.security == "starttls",
                 tls_context=_tls_context(cfg) if cfg.security != "none" else None,
@@ -92,4 +104,6 @@ class EmailChannel:
         except aiosmtplib.SMTPException as exc:
             # No reply code: a capability mismatch (no AUTH, no STARTTLS), fixed by config.
             raise PermanentError(str(exc)) from exc
+        finally:
+            sock.close()
         return f"SMTP {reply}".strip()

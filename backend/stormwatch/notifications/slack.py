@@ -1,20 +1,25 @@
-"""Slack incoming webhooks through slack_sdk's WebhookClient, as Block Kit: what, where,
-value vs threshold, a link. 4xx other than 429 are permanent (revoked or wrong URL, bad
-payload); 429, 5xx and network errors are transient."""
+"""Slack incoming webhooks, as Block Kit: what, where, value vs threshold, a link. The POST
+goes through the egress policy like every outbound request (an incoming webhook is one JSON
+POST). 4xx other than 429 are permanent (revoked or wrong URL, bad payload); 429, 5xx and
+network errors are transient; a reply names Slack's own error code (`invalid_token`)."""
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from typing import Any
 
-from slack_sdk.webhook import WebhookClient
+import orjson
 
-from stormwatch.notifications.base import Message, PermanentError, TransientError
+from stormwatch.notifications.base import (
+    Message,
+    PermanentError,
+    TransientError,
+    http_post,
+    reply_problem,
+)
 from stormwatch.notifications.render import versus, when
 
 MAX_SERIES_IN_BLOCKS = 10  # Slack caps a message at 50 blocks; long groups are summarised
-BODY_EXCERPT = 300
 
 
 def blocks(message: Message) -> list[dict[str, Any]]:
@@ -48,23 +53,13 @@ class SlackChannel:
         self.timeout_s = timeout_s
         self.ssl = ssl.create_default_context(cadata=ca_cert_pem) if ca_cert_pem else None
 
-    def _post(self, message: Message) -> tuple[int, str]:
-        # No retry handlers: the outbox owns retries, with backoff and a bound.
-        client = WebhookClient(self.url, timeout=self.timeout_s, ssl=self.ssl, retry_handlers=[])
-        resp = client.send(text=message.title, blocks=blocks(message))
-        return resp.status_code, resp.body or ""
-
     async def send(self, message: Message, idempotency_key: str) -> str:
-        # slack_sdk's async client needs aiohttp; the sync one in a thread keeps one HTTP stack.
-        try:
-            status, body = await asyncio.to_thread(self._post, message)
-        except (OSError, TimeoutError) as exc:
-            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
-        detail = f"HTTP {status}: {body[:BODY_EXCERPT]}"
-        if status == 429 or status >= 500:
-            raise TransientError(detail)
-        if status >= 400:
-            raise PermanentError(detail)
-        if not 200 <= status < 300:
-            raise PermanentError(detail)
-        return detail
+        body = orjson.dumps({"text": message.title, "blocks": blocks(message)})
+        reply = await http_post(self.url, body, {
+            "content-type": "application/json;charset=utf-8",
+            "user-agent": "Stormwatch-Slack/1"}, self.timeout_s, self.ssl or True)
+        if reply.status == 429 or reply.status >= 500:
+            raise TransientError(reply.detail)
+        if not 200 <= reply.status < 300:
+            raise PermanentError(reply_problem(reply))
+        return reply.detail

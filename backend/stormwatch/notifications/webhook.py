@@ -5,16 +5,21 @@ delivery's id, the same on every retry, so a receiver that remembers ids dedupli
 from __future__ import annotations
 
 import secrets
+import ssl
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 import orjson
 from standardwebhooks import Webhook
 
-from stormwatch.notifications.base import Message, PermanentError, TransientError
+from stormwatch.notifications.base import (
+    Message,
+    PermanentError,
+    TransientError,
+    http_post,
+    reply_problem,
+)
 
-BODY_EXCERPT = 300
 SECRET_PREFIX = "whsec_"
 
 
@@ -66,20 +71,12 @@ class WebhookChannel:
 
     async def send(self, message: Message, idempotency_key: str) -> str:
         body, headers = self.signed(message, idempotency_key)
-        verify: Any = True
+        verify: ssl.SSLContext | bool = True
         if self.ca_cert_pem:
-            import ssl
-
             verify = ssl.create_default_context(cadata=self.ca_cert_pem)
-        try:
-            async with httpx.AsyncClient(timeout=self.timeout_s, verify=verify,
-                                         follow_redirects=False) as client:
-                resp = await client.post(self.url, content=body, headers=headers)
-        except httpx.HTTPError as exc:
-            raise TransientError(f"{type(exc).__name__}: {exc}") from exc
-        detail = f"HTTP {resp.status_code}: {resp.text[:BODY_EXCERPT]}"
-        if resp.status_code in (408, 425, 429) or resp.status_code >= 500:
-            raise TransientError(detail)
-        if not 200 <= resp.status_code < 300:
-            raise PermanentError(detail)
-        return detail
+        reply = await http_post(self.url, body, headers, self.timeout_s, verify)
+        if reply.status in (408, 425, 429) or reply.status >= 500:
+            raise TransientError(reply.detail)
+        if not 200 <= reply.status < 300:
+            raise PermanentError(reply_problem(reply))
+        return reply.detail

@@ -164,7 +164,8 @@ class ChannelTestResult(BaseModel):
     permanent: bool | None = Field(default=None,
                                    description="on failure: would retrying help")
     detail: str = Field(description="the server's own reply: SMTP code and text, or HTTP "
-                                    "status and body excerpt")
+                                    "status and the service's short error code "
+                                    "(`HTTP 403: invalid_token`); never the reply's body")
 
 
 class Matcher(BaseModel):

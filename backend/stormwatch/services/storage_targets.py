@@ -13,6 +13,7 @@ from sqlalchemy import delete, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from stormwatch.core import egress
 from stormwatch.core.security import decrypt_secret, encrypt_secret
 from stormwatch.models import Agent
 from stormwatch.models.storage_target import StorageTarget, StorageTargetAgent
@@ -68,6 +69,17 @@ def _credentials_columns(creds: Any) -> tuple[str, dict[str, Any], str | None]:
                 secret[field] = value.get_secret_value()
         return "inline", ref, encrypt_secret(json.dumps(secret)) if secret else None
     return "none", {}, None
+
+
+async def _check_endpoint(endpoint: str | None) -> None:
+    """Agents, not the server, connect to the endpoint; it still passes the egress policy so
+    an org cannot aim probes at the server's own network unless the operator allows it."""
+    if not endpoint:
+        return
+    try:
+        await egress.check_url(endpoint)
+    except egress.EgressRefused as exc:
+        raise StorageTargetInvalid(["body", "endpoint"], exc.detail) from exc
 
 
 async def _check_agents(session: AsyncSession, org_id: uuid.UUID,
@@ -141,6 +153,7 @@ async def _set_agents(session: AsyncSession, target_id: uuid.UUID,
 
 async def create_target(session: AsyncSession, org_id: uuid.UUID,
                         body: StorageTargetCreate) -> StorageTargetPublic:
+    await _check_endpoint(body.endpoint)
     await _check_agents(session, org_id, body.agent_ids)
     source, ref, ciphertext = _credentials_columns(body.credentials)
     t = StorageTarget(
@@ -164,6 +177,7 @@ async def create_target(session: AsyncSession, org_id: uuid.UUID,
 async def update_target(session: AsyncSession, org_id: uuid.UUID, target_id: uuid.UUID,
                         body: StorageTargetUpdate) -> StorageTargetPublic:
     t = await _owned(session, org_id, target_id)
+    await _check_endpoint(body.endpoint)
     fields = body.model_fields_set
     for name in ("name", "bucket", "endpoint", "region", "prefix", "path_style", "interval_s",
                  "op_timeout_ms", "enabled", "assign_all"):

@@ -29,7 +29,7 @@ from celery import Celery
 from sqlalchemy import Engine, text
 
 from stormwatch.devtools.bootstrap import OrgCredentials
-from tests.conftest import REPO, ApiServer, Services
+from tests.conftest import LOOPBACK_ALLOWED, REPO, ApiServer, Services
 from tests.helpers import EnrolledAgent, enroll, post_batch, stop_group
 from tests.notifications.conftest import add_rule, deliveries, fire
 from tests.notifications.servers import HttpReceiver, SmtpServer, make_tls, wait_until
@@ -50,7 +50,7 @@ class Worker:
         self.env = {**os.environ, "DATABASE_URL": services.database_url,
                     "REDIS_URL": services.redis_url, "PYTHONPATH": str(REPO / "backend"),
                     "PUBLIC_BASE_URL": PUBLIC_URL, "PYTHONUNBUFFERED": "1",
-                    **(extra_env or {})}
+                    "EGRESS_ALLOW": LOOPBACK_ALLOWED, **(extra_env or {})}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self, name: str) -> None:

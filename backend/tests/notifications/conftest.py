@@ -17,7 +17,7 @@ from sqlalchemy import Engine, text
 from stormwatch.core.config import Settings, get_settings
 from stormwatch.core.db import get_sync_engine
 from stormwatch.devtools.bootstrap import OrgCredentials
-from tests.conftest import Services
+from tests.conftest import LOOPBACK_ALLOWED, Services
 
 
 @pytest.fixture
@@ -29,9 +29,19 @@ def settings(services: Services, monkeypatch: pytest.MonkeyPatch) -> Iterator[Se
     assert s.database_url == services.database_url
     monkeypatch.setattr(s, "notify_retry_base_s", 0.2)
     monkeypatch.setattr(s, "public_base_url", "https://sw.example")
+    monkeypatch.setattr(s, "egress_allow", LOOPBACK_ALLOWED)  # the receivers are local
     yield s
     get_sync_engine().dispose()
     get_sync_engine.cache_clear()
+
+
+@pytest.fixture
+def loopback_allowed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The process's egress policy opened for loopback, for channels aimed at local servers."""
+    get_settings.cache_clear()
+    monkeypatch.setattr(get_settings(), "egress_allow", LOOPBACK_ALLOWED)
+    yield
+    get_settings.cache_clear()
 
 
 @dataclass

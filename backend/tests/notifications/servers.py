@@ -50,8 +50,8 @@ class Tls:
         return ctx
 
 
-def make_tls() -> Tls:
-    """A CA and a localhost/127.0.0.1 server certificate signed by it."""
+def make_tls(dns_name: str = "localhost", with_ip: bool = True) -> Tls:
+    """A CA and a server certificate signed by it, for `dns_name` (and 127.0.0.1)."""
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Stormwatch test CA")])
@@ -64,13 +64,13 @@ def make_tls() -> Tls:
           .sign(ca_key, hashes.SHA256()))
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_name)]))
             .issuer_name(ca_name).public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(days=1))
             .not_valid_after(now + dt.timedelta(days=2))
-            .add_extension(x509.SubjectAlternativeName([
-                x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(dns_name)] + (
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))] if with_ip else [])),
                 critical=False)
             .sign(ca_key, hashes.SHA256()))
     d = Path(tempfile.mkdtemp(prefix="sw-tls-"))
@@ -146,13 +146,15 @@ class HttpReceiver:
     until released, and with `secret` verifies the Standard Webhooks signature (401 if bad)
     and deduplicates on webhook-id as the spec tells receivers to."""
 
-    def __init__(self, secret: str | None = None, tls: Tls | None = None) -> None:
+    def __init__(self, secret: str | None = None, tls: Tls | None = None,
+                 bind: str = "127.0.0.1") -> None:
         self.requests: list[Received] = []
         self.accepted: dict[str, Any] = {}  # webhook-id -> verified payload (deduplicated)
         self.duplicates = 0
         self.bad_signatures = 0
         self.script: list[tuple[int, str]] = []
         self.default: tuple[int, str] = (200, "ok")
+        self.location: str | None = None  # answered as a Location header (redirects)
         self.hold = threading.Event()
         self.hold.set()
         self.arrived = threading.Event()
@@ -173,16 +175,19 @@ class HttpReceiver:
                 self.send_response(status)
                 self.send_header("content-type", "text/plain")
                 self.send_header("content-length", str(len(data)))
+                if outer.location:
+                    self.send_header("location", outer.location)
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.server = ThreadingHTTPServer((bind, free_port()), Handler)
         self.server.daemon_threads = True
         if tls is not None:
             self.server.socket = tls.server_context().wrap_socket(self.server.socket,
                                                                   server_side=True)
         scheme = "https" if tls else "http"
-        self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.port = self.server.server_address[1]
+        self.url = f"{scheme}://{bind}:{self.port}/hook"
 
     def _answer(self, req: Received) -> tuple[int, str]:
         with self.lock:

@@ -14,6 +14,9 @@ from stormwatch.notifications.base import AlertItem, Message, PermanentError, Tr
 from stormwatch.notifications.email import EmailChannel, EmailConfig
 from tests.notifications.servers import SmtpServer, Tls, make_tls
 
+# The servers stand in on loopback, which the egress policy opens only when told to.
+pytestmark = pytest.mark.usefixtures("loopback_allowed")
+
 
 @pytest.fixture(scope="module")
 def tls() -> Tls:

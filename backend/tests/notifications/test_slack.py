@@ -14,6 +14,9 @@ from stormwatch.notifications.slack import SlackChannel
 from tests.notifications.servers import HttpReceiver
 from tests.notifications.test_email import message
 
+# The servers stand in on loopback, which the egress policy opens only when told to.
+pytestmark = pytest.mark.usefixtures("loopback_allowed")
+
 
 def test_slack_gets_block_kit_with_what_where_value_and_link() -> None:
     with HttpReceiver() as hook:

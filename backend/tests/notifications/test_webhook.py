@@ -12,6 +12,9 @@ from stormwatch.notifications.webhook import WebhookChannel, new_signing_secret
 from tests.notifications.servers import HttpReceiver, make_tls
 from tests.notifications.test_email import message
 
+# The servers stand in on loopback, which the egress policy opens only when told to.
+pytestmark = pytest.mark.usefixtures("loopback_allowed")
+
 
 def test_the_receiver_verifies_the_signature_and_reads_the_alert() -> None:
     secret = new_signing_secret()
@@ -31,7 +34,8 @@ def test_a_wrong_secret_fails_verification_and_is_permanent() -> None:
             pytest.raises(PermanentError) as err:
         asyncio.run(WebhookChannel(hook.url, new_signing_secret()).send(message(), "m"))
     assert hook.bad_signatures == 1 and not hook.accepted
-    assert err.value.detail.startswith("HTTP 401: bad signature")
+    # The status only: a reply's body is the receiver's, not something to hand back.
+    assert err.value.detail == "HTTP 401"
 
 
 def test_retries_carry_the_same_id_so_the_receiver_deduplicates() -> None:

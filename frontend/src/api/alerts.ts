@@ -208,7 +208,7 @@ export interface DeliveryVM {
   status: string;
   attempts: number;
   error: string | null;
-  /** the receiving server's reply (SMTP reply, HTTP status and body excerpt) */
+  /** the receiving server's reply (SMTP reply, HTTP status and the service's error code) */
   response: string | null;
   atMs: number;
 }

@@ -2326,7 +2326,7 @@ export interface components {
             permanent?: boolean | null;
             /**
              * Detail
-             * @description the server's own reply: SMTP code and text, or HTTP status and body excerpt
+             * @description the server's own reply: SMTP code and text, or HTTP status and the service's short error code (`HTTP 403: invalid_token`); never the reply's body
              */
             detail: string;
         };

@@ -12,6 +12,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from stormwatch.core import egress
 from stormwatch.core.security import decrypt_secret, encrypt_secret
 from stormwatch.models import NotificationChannel
 from stormwatch.notifications.base import Channel, Message
@@ -47,6 +48,20 @@ class Invalid(Exception):
     def __init__(self, errors: list[dict[str, Any]]) -> None:
         super().__init__(errors)
         self.errors = errors
+
+
+async def _check_egress(cfg: BaseModel) -> None:
+    """Save-time check of the destination against the egress policy: a 422 naming the field."""
+    try:
+        if isinstance(cfg, EmailConfigIn):
+            where = "host"
+            await egress.check_destination(cfg.host.strip("[]"), cfg.port)
+        elif isinstance(cfg, SlackConfigIn | WebhookConfigIn):
+            where = "url"
+            await egress.check_url(str(cfg.url))
+    except egress.EgressRefused as exc:
+        raise Invalid([{"loc": ["body", "config", where], "msg": exc.detail,
+                        "type": "egress_refused"}]) from exc
 
 
 def _split(kind: str, cfg: BaseModel, old_secrets: dict[str, str]) -> tuple[dict[str, Any],
@@ -107,6 +122,7 @@ async def _name_free(session: AsyncSession, org_id: uuid.UUID, name: str,
 async def create_channel(session: AsyncSession, org_id: uuid.UUID, body: ChannelCreate,
                          created_by: uuid.UUID | None) -> ChannelCreated:
     await _name_free(session, org_id, body.name)
+    await _check_egress(body.config)
     config, secrets = _split(body.kind, body.config, {})
     signing_secret = None
     if body.kind == "webhook":
@@ -151,6 +167,7 @@ async def update_channel(session: AsyncSession, org_id: uuid.UUID, channel_id: u
         except ValidationError as exc:
             raise Invalid([{"loc": ["body", "config", *e["loc"]], "msg": e["msg"],
                                    "type": e["type"]} for e in exc.errors()]) from exc
+        await _check_egress(cfg)
         row.config, secrets = _split(row.kind, cfg, secrets)
     signing_secret = None
     if body.rotate_signing_secret:
