@@ -41,9 +41,9 @@ beforeEach(() => {
   api.route("GET /api/v1/analytics/mesh/heatmap", () => ({
     source: SOURCE, kind: "mesh", level: "node", stat: "p99.99", rows: ["a1", "a2"], columns: ["a1", "a2"],
     cells: [
-      { src: "a1", dst: "a2", value: 250_000, samples: 7_200 },
-      { src: "a2", dst: "a1", value: 90_000, samples: 720_000 },
-      { src: "a1", dst: "a1", value: 900_000, samples: 7_200 },
+      { src: "a1", dst: "a2", value: 250_000, samples: 7_200, beyond: 0 },
+      { src: "a2", dst: "a1", value: 90_000, samples: 720_000, beyond: 72 },
+      { src: "a1", dst: "a1", value: 900_000, samples: 7_200, beyond: 0 },
     ],
   }));
   api.route("GET /api/v1/analytics/storage/comparison", (r) => ({
@@ -79,8 +79,8 @@ describe("Overview panels", () => {
     ]);
     const tails = await items("Worst tails");
     expect(tails).toHaveLength(2);
-    expect(tails[0]).toMatch(/^aws-use1-a-1 → aws-euw1-a-1 250\s?ms 0 beyond: few samples$/);
-    expect(tails[1]).toMatch(/72 beyond$/);
+    expect(tails[0]).toMatch(/^aws-use1-a-1 → aws-euw1-a-1 250\s?ms 0 samples beyond: too few to support it$/);
+    expect(tails[1]).toMatch(/72 samples beyond$/);
     expect(await items("Storage failures")).toEqual(["s3 PUT: 4 of 100 failed (4%)"]);
     expect((await items("Throughput drops"))[0]).toContain("aws-use1-a-1 → aws-euw1-b-1");
     const link = within(screen.getByRole("list", { name: "Largest level shifts" })).getAllByRole("link")[0]!;

@@ -5,14 +5,13 @@ import { getHeatmap, getStorageComparison, listAgents } from "../../api/endpoint
 import type { AgentVM } from "../../api/models";
 import { getFleetShifts } from "../../api/overview";
 import { getDegradations } from "../../api/throughput";
-import { formatAgo, formatBitsPerS, formatPercent, formatUs } from "../../lib/format";
+import { formatAgo, formatBitsPerS, formatCount, formatPercent, formatUs } from "../../lib/format";
 import { linkTo } from "../../lib/router";
+import { isWeak, supportNote } from "../../lib/support";
 import { follow } from "../common/Link";
 import { Card } from "../common/State";
 
 const H = 3_600_000;
-// A tail percentile rests on the samples beyond it: fewer than this and it is not shown as a fact.
-const MIN_BEYOND = 10;
 const TOP = 5;
 
 function Panel({ title, note, href, more, state, children }: { title: string; note: string; href: string; more: string; state: { isPending: boolean; error: Error | null }; children: ReactNode }) {
@@ -111,20 +110,14 @@ export function OverviewPanels({ nowMs }: { nowMs: number }) {
       <Panel title="Worst tails" note="p99.99 of each pair over the last hour, with the samples beyond it" href={linkTo("/overview", { level: "node", stat: "p99_99" })} more="Node heatmap" state={tails}>
         {tails.data && worst.length === 0 && <None>No mesh samples in the last hour.</None>}
         <ul className="plain" aria-label="Worst tails">
-          {worst.map((c) => {
-            const beyond = Math.floor(c.count * 1e-4);
-            return (
-              <li key={`${c.src}|${c.dst}`}>
-                <a href={pairLink(byId.get(c.src), byId.get(c.dst), c.src, c.dst)} onClick={follow}>
-                  {name(c.src)} → {name(c.dst)}
-                </a>{" "}
-                {formatUs(c.value)}{" "}
-                <span className={beyond < MIN_BEYOND ? "badge warn" : "muted"} title="samples beyond the percentile">
-                  {beyond < MIN_BEYOND ? `${beyond} beyond: few samples` : `${beyond} beyond`}
-                </span>
-              </li>
-            );
-          })}
+          {worst.map((c) => (
+            <li key={`${c.src}|${c.dst}`}>
+              <a href={pairLink(byId.get(c.src), byId.get(c.dst), c.src, c.dst)} onClick={follow}>
+                {name(c.src)} → {name(c.dst)}
+              </a>{" "}
+              {formatUs(c.value)} <span className={isWeak(c.beyond) ? "badge warn" : "muted"}>{supportNote(c.beyond) || `${formatCount(c.count)} samples`}</span>
+            </li>
+          ))}
         </ul>
       </Panel>
       <Panel title="Storage failures" note="failed operations per target, last 24 h" href={linkTo("/storage")} more="Storage" state={storage}>
