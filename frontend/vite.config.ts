@@ -25,5 +25,7 @@ export default defineConfig({
   test: {
     include: ["src/**/*.test.{ts,tsx}"],
     environment: "node",
+    // A file's first test also pays for loading jsdom and the modules: seconds on a loaded host.
+    testTimeout: 30_000,
   },
 });
