@@ -74,6 +74,11 @@ class AlertRule(Base):
     # eval_version so two workers never both apply one cycle's transitions.
     evaluated_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     eval_version: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # Evaluation failures in a row (health names the rule at three) and the last reason.
+    eval_failures_in_a_row: Mapped[int] = mapped_column(Integer, default=0,
+                                                        server_default=text("0"))
+    eval_last_error: Mapped[str | None] = mapped_column(Text)
+    eval_last_failure: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class AlertSeriesState(Base):

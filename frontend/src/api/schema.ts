@@ -1463,6 +1463,18 @@ export interface components {
             /** Events */
             events: components["schemas"]["AlertEventPublic"][];
         };
+        /** AlertEvaluation */
+        AlertEvaluation: {
+            /**
+             * Ok
+             * @description False when an enabled rule failed its last 3 evaluations in a row (the other rules are still evaluated)
+             */
+            ok: boolean;
+            /** Detail */
+            detail: string;
+            /** Failing */
+            failing: components["schemas"]["FailingRule"][];
+        };
         /** AlertEventPublic */
         AlertEventPublic: {
             /**
@@ -3311,6 +3323,28 @@ export interface components {
             /** Directions */
             directions: components["schemas"]["DirectionSamples"][];
         };
+        /** FailingRule */
+        FailingRule: {
+            /**
+             * Rule Id
+             * Format: uuid
+             */
+            rule_id: string;
+            /**
+             * Org Id
+             * Format: uuid
+             */
+            org_id: string;
+            /** Failures In A Row */
+            failures_in_a_row: number;
+            /**
+             * Last Error
+             * @description Why its last evaluation failed
+             */
+            last_error: string | null;
+            /** Last Failure */
+            last_failure: string | null;
+        };
         /**
          * FileCredentials
          * @description A JSON file on the agent host (a GCS service-account key file is used as it is).
@@ -3355,6 +3389,7 @@ export interface components {
             worker: components["schemas"]["Component"];
             beat: components["schemas"]["Component"];
             jobs: components["schemas"]["Jobs"];
+            alerts: components["schemas"]["AlertEvaluation"];
             worker_metrics: components["schemas"]["WorkerMetrics"];
             rollups: components["schemas"]["Rollups"];
         };

@@ -1,9 +1,11 @@
 """Liveness of the parts Stormwatch needs: database, Redis, Celery worker and beat, the
 workers' metrics endpoints, every scheduled job (services/jobs.py: failing, or not
-succeeding on time, names the job and why); and the rollup backlog per sample kind."""
+succeeding on time, names the job and why), alert rules whose evaluation keeps failing
+(named with the reason); and the rollup backlog per sample kind."""
 
 import json
 import time
+import uuid
 from datetime import UTC, datetime
 
 from fastapi import APIRouter
@@ -20,6 +22,7 @@ from stormwatch.core.redis import (
     get_redis,
 )
 from stormwatch.services import jobs
+from stormwatch.services.alerts.evaluate import FAILING_AFTER, FAILING_RULES_SQL
 from stormwatch.services.rollups import BACKLOG_SQL, backlog_from_rows
 
 router = APIRouter(tags=["health"])
@@ -67,6 +70,21 @@ class Jobs(BaseModel):
     jobs: list[Job]
 
 
+class FailingRule(BaseModel):
+    rule_id: uuid.UUID
+    org_id: uuid.UUID
+    failures_in_a_row: int
+    last_error: str | None = Field(description="Why its last evaluation failed")
+    last_failure: datetime | None
+
+
+class AlertEvaluation(BaseModel):
+    ok: bool = Field(description=f"False when an enabled rule failed its last {FAILING_AFTER} "
+                                 "evaluations in a row (the other rules are still evaluated)")
+    detail: str
+    failing: list[FailingRule]
+
+
 class WorkerMetricsEndpoint(BaseModel):
     worker: str = Field(description="The Celery worker's name")
     ok: bool
@@ -87,6 +105,7 @@ class Health(BaseModel):
     worker: Component
     beat: Component
     jobs: Jobs
+    alerts: AlertEvaluation
     worker_metrics: WorkerMetrics
     rollups: Rollups
 
@@ -110,6 +129,22 @@ async def _jobs() -> Jobs:
     detail = ("; ".join(f"{s.job}: {s.detail}" for s in failing) if failing
               else f"{len(states)} jobs ok" if states else "no job has run yet")
     return Jobs(ok=not failing, detail=detail, jobs=[Job(**s.__dict__) for s in states])
+
+
+async def _alerts() -> AlertEvaluation:
+    try:
+        async with get_engine().connect() as conn:
+            rows = (await conn.execute(text(FAILING_RULES_SQL), {"n": FAILING_AFTER})).all()
+    except Exception as exc:  # reported, not raised, like the other components
+        return AlertEvaluation(ok=False, detail=f"unknown: {type(exc).__name__}", failing=[])
+    failing = [FailingRule(rule_id=r.id, org_id=r.org_id,
+                           failures_in_a_row=r.eval_failures_in_a_row,
+                           last_error=r.eval_last_error, last_failure=r.eval_last_failure)
+               for r in rows]
+    detail = ("; ".join(f"rule {f.rule_id} failed {f.failures_in_a_row} evaluations in a row: "
+                        f"{f.last_error}" for f in failing) if failing
+              else "every rule evaluates")
+    return AlertEvaluation(ok=not failing, detail=detail, failing=failing)
 
 
 async def _database() -> Component:
@@ -186,9 +221,12 @@ async def health() -> JSONResponse:
         ok=False, detail="backlog unknown: database unreachable", kinds={})
     job_states = await _jobs() if database.ok else Jobs(
         ok=False, detail="unknown: database unreachable", jobs=[])
+    alert_states = await _alerts() if database.ok else AlertEvaluation(
+        ok=False, detail="unknown: database unreachable", failing=[])
     # The rollup backlog is reported, not judged: a backfill legitimately takes passes.
     result = Health(ok=all(c.ok for c in (database, redis_c, worker, beat, worker_metrics,
-                                           job_states)),
+                                           job_states, alert_states)),
                     database=database, redis=redis_c, worker=worker, beat=beat,
-                    worker_metrics=worker_metrics, jobs=job_states, rollups=rollups)
+                    worker_metrics=worker_metrics, jobs=job_states, alerts=alert_states,
+                    rollups=rollups)
     return JSONResponse(result.model_dump(mode="json"), status_code=200 if result.ok else 503)

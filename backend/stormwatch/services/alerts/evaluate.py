@@ -7,10 +7,17 @@
 3. per rule, slices its series out of the matrix and applies the condition (numpy), then
    steps the states (conditions.py) of the series that breach or were not idle: a quiet
    series of a quiet rule costs no Python work and no write;
-4. writes each rule with something to write in its own transaction, compare-and-set on the
-   rule's eval_version first (and on each alert's version when resolving it), with the
-   alert_events rows notifications read; quiet rules advance their cursors in one statement,
-   still compare-and-set row by row.
+4. writes every rule with something to write in one transaction of a few statements,
+   compare-and-set on each rule's eval_version (and on each alert's version when resolving
+   it), with the alert_events rows notifications read. Should that transaction fail for any
+   reason but a lost compare-and-set, each rule is written again in its own transaction;
+5. isolates failures: a rule (or an org) whose reads, evaluation or write fail is skipped,
+   logged with its id and reason, retried next cycle and counted on its row
+   (eval_failures_in_a_row, eval_last_error), which health reports; the others go on.
+
+A rule judges from its cursor (evaluated_until): set to the first window boundary after its
+creation or the last change of its definition, so the catch-up of CATCH_UP_S never replays
+data from before it existed (its backtest shows the past).
 
 The open window may be decided early: once it holds enough samples for the statistic and
 already breaches, that series steps at once (a spike is told before its window closes);
@@ -141,7 +148,8 @@ def due_windows(rule: Rule, now: datetime) -> Due:
     if rule.evaluated_until is not None:
         first = max(first, epoch(rule.evaluated_until))
     closed = list(range(first, newest_end, w))
-    open_start = newest_end if newest_end < t else None
+    # A rule created (or changed) within the open window starts judging at the next one.
+    open_start = newest_end if first <= newest_end < t else None
     starts = closed + ([open_start] if open_start is not None else [])
     return Due(starts, open_start, closed[-1] + w if closed else None)
 
@@ -226,8 +234,11 @@ async def rule_series(session: AsyncSession, rule: Rule, fleet: Fleet, batch: Ba
     rows = batch.rows_in_scope(rule, fleet)
     cond = rule.condition
     vals = batch.matrix(rule.statistic)[rows][:, cols] if rows.size else np.zeros((0, len(cols)))
-    known = {batch.key_str[i] for i in rows} if stored.states else set()
-    parsed = [(k, _parse_key(metric, k)) for k in stored.states
+    # Series with state or an open alert are stepped even when quiet: after an edit cleared
+    # the states, an open alert still resolves once the new definition no longer holds.
+    held = set(stored.states) | set(stored.open_alerts)
+    known = {batch.key_str[i] for i in rows} if held else set()
+    parsed = [(k, _parse_key(metric, k)) for k in sorted(held)
               if k != GROUP_KEY and k not in known]
     tracked = [k for k, p in parsed if p is not None]
     extra_keys = [p for _, p in parsed if p is not None]
@@ -247,9 +258,9 @@ async def rule_series(session: AsyncSession, rule: Rule, fleet: Fleet, batch: Ba
         if due.open_start is not None:
             br[:, -1] &= early_ok
         has_state = np.zeros(len(keys), dtype=bool)
-        if stored.states:
+        if held:
             names = [batch.key_str[i] for i in rows] + tracked
-            has_state = np.asarray([k in stored.states for k in names], dtype=bool)
+            has_state = np.asarray([k in held for k in names], dtype=bool)
         pick = np.flatnonzero(br.any(axis=1) | has_state)
         thr_row = np.full(len(cols), thr)
         return [SeriesEval(keys[i], vals[i], Breaches(br[i], thr_row), None, bool(early_ok[i]))
@@ -264,7 +275,7 @@ async def rule_series(session: AsyncSession, rule: Rule, fleet: Fleet, batch: Ba
             b = evaluate_windows(cond, vals[i], bl)
             if due.open_start is not None and not early_ok[i]:
                 b.breach[-1] = False
-            if b.breach.any() or key_to_str(k) in stored.states:
+            if b.breach.any() or key_to_str(k) in held:
                 out.append(SeriesEval(k, vals[i], b, bl, bool(early_ok[i])))
         return out, n_watched
     # level shift: the detector sees the lookback windows before the due ones too
@@ -281,7 +292,7 @@ async def rule_series(session: AsyncSession, rule: Rule, fleet: Fleet, batch: Ba
         br = Breaches(b.breach[n_before:], b.threshold[n_before:], b.detail[n_before:])
         if due.open_start is not None and not early_ok[i]:
             br.breach[-1] = False
-        if br.breach.any() or key_to_str(k) in stored.states:
+        if br.breach.any() or key_to_str(k) in held:
             out.append(SeriesEval(k, vals[i], br, None, bool(early_ok[i])))
     return out, n_watched
 
@@ -329,7 +340,12 @@ async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
         stored = await load_stored(session, [r.id for r in todo])
         fleets: dict[uuid.UUID, Fleet] = {}
         for org in sorted({r.org_id for r in todo}):
-            fleets[org] = await load_fleet(session, org)
+            try:
+                fleets[org] = await load_fleet(session, org)
+            except Exception as exc:  # one org's failure stops only its rules
+                await session.rollback()
+                _fail(res, [r for r in todo if r.org_id == org], exc)
+        todo = [r for r in todo if r.org_id in fleets]
         # One raw read per (metric, window size) for every org and rule that needs it.
         groups: dict[tuple[str, int], list[Rule]] = {}
         for r in todo:
@@ -341,40 +357,89 @@ async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
             start = min(due[r.id].starts[0] for r in rs)
             end = max(due[r.id].starts[-1] for r in rs) + w
             orgs = sorted({r.org_id for r in rs})
-            if metric.kind is None:
-                heard = await agent_last_heard(session, orgs)
-                data = silence_windows(heard, w, list(range(start, end, w)), t_now)
-            else:
-                data = await raw_windows(session, orgs, metric, w, from_epoch(start),
-                                         from_epoch(min(end, t_now + 1)),
-                                         percentiles_of(r.statistic for r in rs))
+            try:
+                if metric.kind is None:
+                    heard = await agent_last_heard(session, orgs)
+                    data = silence_windows(heard, w, list(range(start, end, w)), t_now)
+                else:
+                    data = await raw_windows(session, orgs, metric, w, from_epoch(start),
+                                             from_epoch(min(end, t_now + 1)),
+                                             percentiles_of(r.statistic for r in rs))
+            except Exception as exc:  # the rules of this read fail; the other reads go on
+                await session.rollback()
+                _fail(res, rs, exc)
+                continue
             batches[(metric_name, w)] = Batch(data, start, end, w)
         plans: list[tuple[Rule, RulePlan]] = []
         for r in todo:
+            batch = batches.get((r.metric, r.window_s))
+            if batch is None:
+                continue
             fleet = fleets[r.org_id]
             try:
-                evals, watched = await rule_series(session, r, fleet,
-                                                   batches[(r.metric, r.window_s)], due[r.id],
+                evals, watched = await rule_series(session, r, fleet, batch, due[r.id],
                                                    stored[r.id])
-            except QueryError as exc:
-                res.errors[str(r.id)] = str(exc)
-                log.warning("alert rule %s not evaluated: %s", r.id, exc)
+                plan = plan_rule(r, due[r.id], evals, fleet, stored[r.id])
+            except Exception as exc:  # one rule's failure must not stop the others
+                await session.rollback()
+                _fail(res, [r], exc)
                 continue
             res.series += watched
             res.stepped += len(evals)
-            plans.append((r, plan_rule(r, due[r.id], evals, fleet, stored[r.id])))
+            plans.append((r, plan))
+    failed_writes: dict[uuid.UUID, str] = {}
     async with sessionmaker() as session:
         written = await write_cycle(session, [(r, due[r.id].closed_until, p, stored[r.id])
-                                              for r, p in plans])
+                                              for r, p in plans], failed_writes)
     for r, _ in plans:
         got = written.get(r.id)
-        if got is None:
+        if r.id in failed_writes:
+            res.errors[str(r.id)] = failed_writes[r.id]
+        elif got is None:
             res.conflicts += 1
         else:
             res.evaluated += 1
             res.events += got
+    async with sessionmaker() as session, session.begin():
+        await record_outcomes(session, [r.id for r in rules if str(r.id) not in res.errors],
+                              {uuid.UUID(k): v for k, v in res.errors.items()})
     res.elapsed_ms = (time.perf_counter() - t0) * 1000
     return res
+
+
+def _reason(exc: BaseException) -> str:
+    msg = str(exc) if isinstance(exc, QueryError) else f"{type(exc).__name__}: {exc}"
+    return msg[:500]
+
+
+def _fail(res: CycleResult, rules: Sequence[Rule], exc: BaseException) -> None:
+    reason = _reason(exc)
+    for r in rules:
+        res.errors[str(r.id)] = reason
+        log.warning("alert rule %s (org %s) not evaluated, retried next cycle: %s",
+                    r.id, r.org_id, reason, exc_info=not isinstance(exc, QueryError))
+
+
+async def record_outcomes(session: AsyncSession, ok: Sequence[uuid.UUID],
+                          failed: dict[uuid.UUID, str]) -> None:
+    """Per-rule failures in a row (health names a rule at FAILING_AFTER); a success resets."""
+    if ok:
+        await session.execute(text(
+            "UPDATE alert_rules SET eval_failures_in_a_row = 0 "
+            "WHERE id = ANY(:ids) AND eval_failures_in_a_row > 0"), {"ids": list(ok)})
+    if failed:
+        await session.execute(text(
+            "UPDATE alert_rules r SET eval_failures_in_a_row = r.eval_failures_in_a_row + 1, "
+            "eval_last_error = x.e, eval_last_failure = now() FROM unnest("
+            "CAST(:ids AS uuid[]), CAST(:es AS text[])) AS x(id, e) WHERE r.id = x.id"),
+            {"ids": list(failed), "es": list(failed.values())})
+
+
+# Health reports a rule that failed this many evaluations in a row.
+FAILING_AFTER = 3
+FAILING_RULES_SQL = (
+    "SELECT id, org_id, name, eval_failures_in_a_row, eval_last_error, eval_last_failure "
+    "FROM alert_rules WHERE enabled AND eval_failures_in_a_row >= :n ORDER BY id")
 
 
 def _parse_key(metric: MetricKind, s: str) -> SeriesKey | None:
@@ -579,16 +644,37 @@ async def load_stored(session: AsyncSession, rule_ids: list[uuid.UUID]
 
 
 async def write_cycle(session: AsyncSession,
-                      work: list[tuple[Rule, int | None, RulePlan, Stored]]
-                      ) -> dict[uuid.UUID, int]:
-    """Write a cycle in one transaction and a handful of statements, whatever the number of
-    rules. The rules are locked in id order (two cycles cannot deadlock) and only those
-    whose eval_version is still the one they were evaluated at are applied (compare-and-set),
+                      work: list[tuple[Rule, int | None, RulePlan, Stored]],
+                      failed: dict[uuid.UUID, str] | None = None) -> dict[uuid.UUID, int]:
+    """Write a cycle in one transaction; should it fail (not a lost compare-and-set), write
+    each rule in its own, so one rule's bad write costs only that rule (its reason lands in
+    `failed`). Returns the events written per rule applied."""
+    work = [w for w in work if w[1] is not None or not w[2].quiet]
+    try:
+        return await _write(session, work)
+    except Exception as exc:
+        if len(work) == 1:
+            if failed is not None:
+                failed[work[0][0].id] = _reason(exc)
+            log.warning("alert rule %s not written, retried next cycle: %s", work[0][0].id,
+                        _reason(exc), exc_info=True)
+            return {}
+        log.warning("alert cycle write failed, writing rule by rule: %s", _reason(exc))
+    out: dict[uuid.UUID, int] = {}
+    for w in work:
+        out.update(await write_cycle(session, [w], failed))
+    return out
+
+
+async def _write(session: AsyncSession,
+                 work: list[tuple[Rule, int | None, RulePlan, Stored]]) -> dict[uuid.UUID, int]:
+    """Write rules in one transaction and a handful of statements, whatever their number.
+    The rules are locked in id order (two cycles cannot deadlock) and only those whose
+    eval_version is still the one they were evaluated at are applied (compare-and-set),
     their versions moved on. Resolving an alert is compare-and-set on its version too; a
     miss rolls the whole cycle back (the next one redoes it). Returns the events written per
     rule applied (rules not applied are absent)."""
     out: dict[uuid.UUID, int] = {}
-    work = [w for w in work if w[1] is not None or not w[2].quiet]
     if not work:
         return out
     try:
@@ -615,11 +701,6 @@ async def write_cycle(session: AsyncSession,
                                                 alerts, resolves, events)
                 deletes += [(rule.id, k) for k in plan.deletes]
                 upserts += plan.upserts
-            if alerts:
-                await session.execute(text(
-                    "INSERT INTO alerts (id, org_id, rule_id, group_key, state, started_at, "
-                    "evidence, version) VALUES (:id, :o, :r, :g, 'firing', :s, "
-                    "CAST(:ev AS jsonb), 1)"), alerts)
             if resolves:
                 done = (await session.execute(text(
                     "UPDATE alerts a SET state = 'resolved', resolved_at = x.t, "
@@ -634,6 +715,13 @@ async def write_cycle(session: AsyncSession,
                                         "evs": [r["ev"] for r in resolves]})).all()
                 if len(done) != len(resolves):
                     raise Conflict(f"{len(resolves) - len(done)} alerts changed meanwhile")
+            # Alerts opened and resolved within the cycle are inserted resolved: a group
+            # holds one firing alert at a time (uq_alerts_open_group).
+            if alerts:
+                await session.execute(text(
+                    "INSERT INTO alerts (id, org_id, rule_id, group_key, state, started_at, "
+                    "resolved_at, evidence, version) VALUES (:id, :o, :r, :g, :st, :s, :rt, "
+                    "CAST(:ev AS jsonb), :v)"), alerts)
             if events:
                 await session.execute(text(
                     "INSERT INTO alert_events (id, org_id, rule_id, alert_id, kind, at, "
@@ -665,22 +753,31 @@ def _transition_rows(rule: Rule, transitions: list[Transition],
                      alerts: list[dict[str, Any]], resolves: list[dict[str, Any]],
                      events: list[dict[str, Any]]) -> int:
     """Rows that open and resolve a rule's alerts, with their events, in order. An alert
-    opened and resolved in one cycle is inserted as firing, then resolved at version 1."""
+    opened and resolved in one cycle is inserted resolved, at version 2."""
     n = 0
+    new: dict[uuid.UUID, dict[str, Any]] = {}  # opened this cycle
     for tr in transitions:
         ev = json.dumps(tr.evidence)
         if tr.kind == "firing":
             if tr.group_key in open_alerts:
                 continue
             alert_id = uuid.uuid4()
-            alerts.append({"id": alert_id, "o": rule.org_id, "r": rule.id, "g": tr.group_key,
-                           "s": from_epoch(tr.first), "ev": ev})
+            row = {"id": alert_id, "o": rule.org_id, "r": rule.id, "g": tr.group_key,
+                   "st": "firing", "s": from_epoch(tr.first), "rt": None, "ev": ev, "v": 1}
+            alerts.append(row)
+            new[alert_id] = row
             open_alerts[tr.group_key] = (alert_id, 1)
         else:
             if tr.group_key not in open_alerts:
                 continue
             alert_id, version = open_alerts.pop(tr.group_key)
-            resolves.append({"id": alert_id, "v": version, "t": from_epoch(tr.at), "ev": ev})
+            if alert_id in new:
+                row = new[alert_id]
+                row.update(st="resolved", rt=from_epoch(tr.at), v=2, ev=json.dumps(
+                    {**json.loads(str(row["ev"])), "resolution": tr.evidence}))
+            else:
+                resolves.append({"id": alert_id, "v": version, "t": from_epoch(tr.at),
+                                 "ev": ev})
         events.append({"id": uuid.uuid4(), "o": rule.org_id, "r": rule.id, "a": alert_id,
                        "k": tr.kind, "at": from_epoch(tr.at), "ev": ev})
         n += 1

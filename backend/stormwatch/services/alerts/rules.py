@@ -19,6 +19,13 @@ FIELDS = ("name", "description", "severity", "labels", "enabled", *DEFINITION, "
           "reminder_interval_s")
 
 
+def judging_from(window_s: int, now: datetime | None = None) -> datetime:
+    """The first window boundary after now: a rule judges only data from after its creation
+    (or its last change), never the catch-up replay of what came before."""
+    t = int((now or datetime.now(UTC)).timestamp())
+    return datetime.fromtimestamp(-(-t // window_s) * window_s, UTC)
+
+
 class RuleNotFound(LookupError):
     pass
 
@@ -65,6 +72,7 @@ async def create_rule(session: AsyncSession, org_id: uuid.UUID, body: dict[str, 
     await validate_rule(session, org_id, body)
     r = AlertRule(id=uuid.uuid4(), org_id=org_id, created_by=user_id,
                   created_by_key_id=api_key_id,
+                  evaluated_until=judging_from(body["window_s"]),
                   **{f: body[f] for f in FIELDS if f in body})
     session.add(r)
     await session.flush()
@@ -74,17 +82,19 @@ async def create_rule(session: AsyncSession, org_id: uuid.UUID, body: dict[str, 
 
 async def update_rule(session: AsyncSession, org_id: uuid.UUID, rule_id: uuid.UUID,
                       changes: dict[str, Any]) -> dict[str, Any]:
-    """A changed definition restarts evaluation from the next window (states cleared, the
-    cursor reset, eval_version bumped so an evaluation in flight loses its compare-and-set);
-    open alerts resolve by themselves when the new definition no longer holds."""
+    """A changed definition (or a rule enabled again) judges from the next window boundary
+    after now: states cleared, the cursor set there (the past is not replayed), eval_version
+    bumped so an evaluation in flight loses its compare-and-set. Open alerts stay open and
+    are judged by the new definition from then on: they resolve once it no longer holds."""
     r = await _get(session, org_id, rule_id)
     merged = {f: getattr(r, f) for f in FIELDS}
     merged.update(changes)
     await validate_rule(session, org_id, merged)
     values = {f: merged[f] for f in FIELDS if f in changes}
     values["updated_at"] = datetime.now(UTC)
-    if any(f in changes and changes[f] != getattr(r, f) for f in DEFINITION):
-        values["evaluated_until"] = None
+    if any(f in changes and changes[f] != getattr(r, f) for f in DEFINITION) or (
+            changes.get("enabled") is True and not r.enabled):
+        values["evaluated_until"] = judging_from(merged["window_s"])
         values["eval_version"] = AlertRule.eval_version + 1
         await session.execute(text("DELETE FROM alert_series_state WHERE rule_id = :r"),
                               {"r": r.id})
