@@ -18,6 +18,9 @@ export function problems(h: Health): string[] {
   for (const [name, c] of [["database", h.database], ["redis", h.redis], ["worker", h.worker], ["beat", h.beat]] as const) {
     if (!c.ok) out.push(`${name}: ${c.detail}`);
   }
+  if (!h.worker_metrics.ok) out.push(`worker metrics: ${h.worker_metrics.detail}`);
+  for (const r of h.alerts.failing) out.push(`alert rule ${r.rule_id}: failed its last ${r.failures_in_a_row} evaluations: ${r.last_error ?? "unknown error"}`);
+  if (!h.alerts.ok && h.alerts.failing.length === 0) out.push(`alert evaluation: ${h.alerts.detail}`);
   for (const j of h.jobs.jobs) if (!j.ok) out.push(`job ${j.job}: ${j.detail}`);
   if (!h.jobs.ok && !h.jobs.jobs.some((j) => !j.ok)) out.push(`jobs: ${h.jobs.detail}`);
   return out;

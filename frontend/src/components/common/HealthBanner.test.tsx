@@ -26,6 +26,7 @@ const job = (over: Record<string, unknown>) => ({
 });
 const health = (jobs: ReturnType<typeof job>[], over: Record<string, unknown> = {}) => ({
   ok: jobs.every((j) => j.ok), database: part, redis: part, worker: part, beat: part, rollups: { ok: true, detail: "", kinds: {} },
+  worker_metrics: { ok: true, detail: "", workers: [] }, alerts: { ok: true, detail: "every rule evaluated", failing: [] as unknown[] },
   jobs: { ok: jobs.every((j) => j.ok), detail: "", jobs }, ...over,
 });
 
@@ -36,12 +37,19 @@ describe("HealthBanner", () => {
   it("names each failing job with its reason and each part that is down", async () => {
     api.route("GET /api/v1/health", () => ({
       status: 503,
-      body: health([job({ ok: false, detail: "failed its last 3 runs: UndefinedTable: relation \"rollup_watermarks\" does not exist", failures_in_a_row: 3 }), job({ job: "evaluate-alert-rules" })], { worker: { ok: false, detail: "last heartbeat 80 s ago" } }),
+      body: health([job({ ok: false, detail: "failed its last 3 runs: UndefinedTable: relation \"rollup_watermarks\" does not exist", failures_in_a_row: 3 }), job({ job: "evaluate-alert-rules" })], {
+        worker: { ok: false, detail: "last heartbeat 80 s ago" },
+        alerts: { ok: false, detail: "1 rule failing", failing: [{ rule_id: "r1", org_id: "o1", failures_in_a_row: 3, last_error: "KeyError: 'value'", last_failure: null }] },
+      }),
     }));
     mount();
     const banner = await screen.findByRole("alert", { name: "Service health" });
     const items = within(banner).getAllByRole("listitem").map((li) => li.textContent);
-    expect(items).toEqual(["worker: last heartbeat 80 s ago", 'job roll-up-recent-samples: failed its last 3 runs: UndefinedTable: relation "rollup_watermarks" does not exist']);
+    expect(items).toEqual([
+      "worker: last heartbeat 80 s ago",
+      "alert rule r1: failed its last 3 evaluations: KeyError: 'value'",
+      'job roll-up-recent-samples: failed its last 3 runs: UndefinedTable: relation "rollup_watermarks" does not exist',
+    ]);
   });
 
   it("shows nothing when every part is ok", async () => {
