@@ -1,6 +1,5 @@
 // @vitest-environment jsdom
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import { cleanup, render, screen, within } from "@testing-library/react";
+import { cleanup, screen, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
@@ -11,18 +10,8 @@ vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
 useOrigin(api);
 const { default: DecideTimeouts } = await import("./DecideTimeouts");
-const { ThemeProvider } = await import("../lib/theme");
-
-function mount() {
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
-  render(
-    <QueryClientProvider client={qc}>
-      <ThemeProvider>
-        <DecideTimeouts />
-      </ThemeProvider>
-    </QueryClientProvider>,
-  );
-}
+const { renderPage } = await import("../test/render");
+const mount = () => renderPage(DecideTimeouts);
 
 const SOURCE = { resolution: "raw", exact: true, from: "2026-11-27T00:00:00Z", to: "2026-11-28T00:00:00Z" };
 const answer = (over: Record<string, unknown>) => ({

@@ -1,6 +1,5 @@
 // @vitest-environment jsdom
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import { cleanup, render, screen, within } from "@testing-library/react";
+import { cleanup, screen, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
@@ -11,18 +10,8 @@ vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
 useOrigin(api);
 const { default: Settings } = await import("./Settings");
-const { ThemeProvider } = await import("../lib/theme");
-
-function mount() {
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
-  render(
-    <QueryClientProvider client={qc}>
-      <ThemeProvider>
-        <Settings />
-      </ThemeProvider>
-    </QueryClientProvider>,
-  );
-}
+const { renderPage } = await import("../test/render");
+const mount = () => renderPage(Settings);
 
 const me = (role: string) => ({ user_id: "u1", email: "me@example.com", org_id: "o1", org_name: "acme", kind: "user", role });
 const ORG = { id: "o1", name: "acme", slug: "acme", raw_retention_days: 7, rollup_retention_days: 400, mesh_settings: { enabled: true, rate_hz: 10, payload_bytes: 1024, timeout_ms: 1000 } };

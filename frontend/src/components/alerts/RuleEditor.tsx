@@ -1,5 +1,5 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useId, useMemo, useState, type FormEvent, type ReactNode } from "react";
+import { useId, useMemo, useState, type FormEvent } from "react";
 import {
   SEVERITIES,
   backtestRule,
@@ -20,6 +20,7 @@ import { listAgents } from "../../api/endpoints";
 import { fieldErrors } from "../../api/http";
 import type { AgentVM } from "../../api/models";
 import { Card } from "../common/State";
+import { Field } from "../common/Field";
 import { BacktestChart } from "./BacktestChart";
 import { formatSpan } from "../../lib/format";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";
@@ -162,22 +163,6 @@ function choices(filter: string, agents: AgentVM[]): { value: string; label: str
   if (filter === "providers") return uniq(agents.map((a) => a.provider));
   if (filter === "topology_class") return TOPOLOGY.map((t) => ({ value: t, label: t }));
   return null;
-}
-
-/** A labelled field with the server's message for it right beside it. */
-function Field({ label, error, children, id }: { label: string; error?: string; children: (a11y: { id: string; "aria-invalid"?: true; "aria-describedby"?: string }) => ReactNode; id: string }) {
-  const errId = `${id}-error`;
-  return (
-    <div className={`field${error ? " invalid" : ""}`}>
-      <label htmlFor={id}>{label}</label>
-      {children({ id, ...(error ? { "aria-invalid": true as const, "aria-describedby": errId } : {}) })}
-      {error && (
-        <span className="field-error" id={errId} role="alert">
-          {error}
-        </span>
-      )}
-    </div>
-  );
 }
 
 export function RuleEditor({ rule, onSaved, onCancel }: { rule?: RuleVM; onSaved: (r: RuleVM) => void; onCancel?: () => void }) {

@@ -3,7 +3,7 @@ import { useState, type FormEvent } from "react";
 import { fieldErrors } from "../../api/http";
 import { getOrg, updateOrg, type Org, type OrgUpdate } from "../../api/org";
 import { useIsAdmin } from "../../lib/role";
-import { Field } from "../common/Field";
+import { Field, FormError } from "../common/Field";
 import { Card, ErrorState, Loading } from "../common/State";
 
 interface Draft {
@@ -51,8 +51,6 @@ function MeasurementForm({ org, admin }: { org: Org; admin: boolean }) {
     onSuccess: (o) => qc.setQueryData(["org"], o),
   });
   const errs = fieldErrors(save.error);
-  const known = new Set(FIELDS.map((f) => f.err));
-  const leftover = Object.entries(errs).filter(([k]) => !known.has(k));
   const submit = (e: FormEvent) => {
     e.preventDefault();
     save.mutate();
@@ -71,11 +69,7 @@ function MeasurementForm({ org, admin }: { org: Org; admin: boolean }) {
           ))}
         </div>
       </div>
-      {save.error && (Object.keys(errs).length === 0 || leftover.length > 0) && (
-        <p className="state error" role="alert">
-          {leftover.length ? leftover.map(([k, m]) => `${k}: ${m}`).join("; ") : save.error.message}
-        </p>
-      )}
+      <FormError error={save.error} shown={FIELDS.map((f) => f.err)} />
       {admin ? (
         <p className="toolbar">
           <button type="submit" className="primary" disabled={save.isPending}>

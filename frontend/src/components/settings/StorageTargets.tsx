@@ -13,7 +13,7 @@ import {
   type StorageTargetCreate,
 } from "../../api/org";
 import { useIsAdmin } from "../../lib/role";
-import { Field } from "../common/Field";
+import { Field, FormError } from "../common/Field";
 import { Card, ErrorState, Loading } from "../common/State";
 
 type Source = "none" | "env" | "inline";
@@ -115,7 +115,6 @@ function TargetForm({ target, onDone }: { target?: StorageTarget; onDone: () => 
   const errs = fieldErrors(save.error);
   const set = (patch: Partial<Draft>) => setD((x) => ({ ...x, ...patch }));
   const shown = new Set(["name", "provider", "bucket", "region", "endpoint", "interval_s", "op_timeout_ms", "prefix", "agent_ids"]);
-  const leftover = Object.entries(errs).filter(([k]) => !shown.has(k));
   const submit = (e: FormEvent) => {
     e.preventDefault();
     save.mutate();
@@ -211,11 +210,7 @@ function TargetForm({ target, onDone }: { target?: StorageTarget; onDone: () => 
           </div>
         )}
       </fieldset>
-      {save.error && (Object.keys(errs).length === 0 || leftover.length > 0) && (
-        <p className="state error" role="alert">
-          {leftover.length ? leftover.map(([k, m]) => `${k}: ${m}`).join("; ") : save.error.message}
-        </p>
-      )}
+      <FormError error={save.error} shown={shown} />
       <p className="toolbar">
         <button type="submit" className="primary" disabled={save.isPending}>
           {target ? "Save target" : "Create target"}

@@ -2,7 +2,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import type { AgentVM } from "../../api/models";
 import { fieldErrors } from "../../api/http";
-import { Field } from "../common/Field";
+import { Field, FormError } from "../common/Field";
 import { createExperiment, putSettings, type Proto, type ProtoSetting, type SettingsVM } from "../../api/throughput";
 import { formatInstant } from "../../lib/throughput";
 
@@ -64,7 +64,7 @@ export function SettingsForm({ settings }: { settings: SettingsVM }) {
     e.preventDefault();
     save.mutate();
   };
-  const leftover = Object.entries(errs).filter(([k]) => !["monthly_budget_bytes", "monthly_budget_usd", "price_per_gb_usd", "default_proto", "default_duration_s", "streams", "udp_rate_bits_per_s", "experiments_per_pair_per_day"].includes(k));
+  const shown = ["monthly_budget_bytes", "monthly_budget_usd", "price_per_gb_usd", "default_proto", "default_duration_s", "streams", "udp_rate_bits_per_s", "experiments_per_pair_per_day"];
   return (
     <form aria-label="Throughput settings" onSubmit={submit}>
       <label className="check">
@@ -102,11 +102,7 @@ export function SettingsForm({ settings }: { settings: SettingsVM }) {
           {(a) => <input {...a} type="number" min={0} step={1} value={d.per_day} onChange={(e) => set({ per_day: e.target.value })} />}
         </Field>
       </div>
-      {save.error && (Object.keys(errs).length === 0 || leftover.length > 0) && (
-        <p className="state error" role="alert">
-          {leftover.length ? leftover.map(([k, m]) => `${k}: ${m}`).join("; ") : save.error.message}
-        </p>
-      )}
+      <FormError error={save.error} shown={shown} />
       <p className="toolbar">
         <button type="submit" className="primary" disabled={save.isPending}>
           Save settings
