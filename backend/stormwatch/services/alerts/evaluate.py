@@ -15,7 +15,7 @@
    logged with its id and reason, retried next cycle and counted on its row
    (eval_failures_in_a_row, eval_last_error), which health reports; the others go on.
 
-A rule judges from its cursor (evaluated_until): set to the first window boundary after its
+A rule judges from its cursor (evaluated_until): set to the start of the window holding its
 creation or the last change of its definition, so the catch-up of CATCH_UP_S never replays
 data from before it existed (its backtest shows the past).
 

@@ -20,10 +20,12 @@ FIELDS = ("name", "description", "severity", "labels", "enabled", *DEFINITION, "
 
 
 def judging_from(window_s: int, now: datetime | None = None) -> datetime:
-    """The first window boundary after now: a rule judges only data from after its creation
-    (or its last change), never the catch-up replay of what came before."""
+    """The start of the window holding now: a rule judges from the window it was created (or
+    last changed) in, so a spike a second after its creation is told, and never the 10-minute
+    catch-up replay of what came before. Judging from the next boundary instead would leave
+    the rest of the current window, up to a whole window of new data, unjudged."""
     t = int((now or datetime.now(UTC)).timestamp())
-    return datetime.fromtimestamp(-(-t // window_s) * window_s, UTC)
+    return datetime.fromtimestamp(t // window_s * window_s, UTC)
 
 
 class RuleNotFound(LookupError):
@@ -82,8 +84,8 @@ async def create_rule(session: AsyncSession, org_id: uuid.UUID, body: dict[str, 
 
 async def update_rule(session: AsyncSession, org_id: uuid.UUID, rule_id: uuid.UUID,
                       changes: dict[str, Any]) -> dict[str, Any]:
-    """A changed definition (or a rule enabled again) judges from the next window boundary
-    after now: states cleared, the cursor set there (the past is not replayed), eval_version
+    """A changed definition (or a rule enabled again) judges from the start of the window
+    holding now: states cleared, the cursor set there (the past is not replayed), eval_version
     bumped so an evaluation in flight loses its compare-and-set. Open alerts stay open and
     are judged by the new definition from then on: they resolve once it no longer holds."""
     r = await _get(session, org_id, rule_id)
