@@ -222,7 +222,13 @@ class DemoFleet:
     def _port(self, key: str, free_port: Callable[[], int]) -> int:
         ports = self.state.setdefault("demo_ports", {})
         if key not in ports:
-            ports[key] = free_port()
+            # A port is free when asked for but bound only later, when its process starts:
+            # the kernel may hand the same port out again meanwhile, so never reuse one.
+            taken = {int(v) for v in ports.values()}
+            port = free_port()
+            while port in taken:
+                port = free_port()
+            ports[key] = port
             self.save()
         return int(ports[key])
 
