@@ -43,7 +43,7 @@ describe("HealthBanner", () => {
       }),
     }));
     mount();
-    const banner = await screen.findByRole("alert", { name: "Service health" });
+    const banner = await screen.findByRole("region", { name: "Service health" });
     const items = within(banner).getAllByRole("listitem").map((li) => li.textContent);
     expect(items).toEqual([
       "worker: last heartbeat 80 s ago",
@@ -57,6 +57,6 @@ describe("HealthBanner", () => {
     mount();
     await screen.findByText("page");
     await vi.waitFor(() => expect(api.seen.some((s) => s.path === "/api/v1/health")).toBe(true));
-    expect(screen.queryByRole("alert")).toBeNull();
+    expect(screen.queryByRole("region", { name: "Service health" })).toBeNull();
   });
 });

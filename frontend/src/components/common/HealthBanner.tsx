@@ -8,13 +8,15 @@ export function HealthBanner() {
   const list = health.data ? problems(health.data) : [];
   if (list.length === 0) return null;
   return (
-    <div className="banner bad" role="alert" aria-label="Service health">
+    // A region, not an alert: it stays while the cause lasts, and must not be taken for a
+    // form's refusal by people or tools looking for the page's alert.
+    <section className="banner bad" aria-label="Service health">
       <strong>Stormwatch is degraded</strong> — alerts or data may be late until this is fixed:
       <ul>
         {list.map((p) => (
           <li key={p}>{p}</li>
         ))}
       </ul>
-    </div>
+    </section>
   );
 }
