@@ -55,6 +55,8 @@ def record_failure(conn: Connection, job: str, now: datetime, reason: str) -> No
 
 @dataclass
 class JobState:
+    """One scheduled job as health reports it (the beat schedule's name of the job)."""
+
     job: str
     ok: bool
     detail: str

@@ -3485,12 +3485,12 @@ export interface components {
             /** Service Account Json */
             service_account_json?: string | null;
         };
-        /** Job */
-        Job: {
-            /**
-             * Job
-             * @description The beat schedule's name of the job
-             */
+        /**
+         * JobState
+         * @description One scheduled job as health reports it (the beat schedule's name of the job).
+         */
+        JobState: {
+            /** Job */
             job: string;
             /** Ok */
             ok: boolean;
@@ -3504,10 +3504,7 @@ export interface components {
             last_success: string | null;
             /** Last Failure */
             last_failure: string | null;
-            /**
-             * Last Error
-             * @description The last failure's reason
-             */
+            /** Last Error */
             last_error: string | null;
             /** Failures In A Row */
             failures_in_a_row: number;
@@ -3522,7 +3519,7 @@ export interface components {
             /** Detail */
             detail: string;
             /** Jobs */
-            jobs: components["schemas"]["Job"][];
+            jobs: components["schemas"]["JobState"][];
         };
         /** KindBacklog */
         KindBacklog: {

@@ -51,23 +51,11 @@ class Rollups(BaseModel):
     kinds: dict[str, KindBacklog]
 
 
-class Job(BaseModel):
-    job: str = Field(description="The beat schedule's name of the job")
-    ok: bool
-    detail: str
-    cadence_s: int
-    last_start: datetime | None
-    last_success: datetime | None
-    last_failure: datetime | None
-    last_error: str | None = Field(description="The last failure's reason")
-    failures_in_a_row: int
-
-
 class Jobs(BaseModel):
     ok: bool = Field(description="False when a job failed its last runs or has not "
                                  "succeeded within three of its cadences")
     detail: str
-    jobs: list[Job]
+    jobs: list[jobs.JobState]
 
 
 class FailingRule(BaseModel):
@@ -128,7 +116,7 @@ async def _jobs() -> Jobs:
     failing = [s for s in states if not s.ok]
     detail = ("; ".join(f"{s.job}: {s.detail}" for s in failing) if failing
               else f"{len(states)} jobs ok" if states else "no job has run yet")
-    return Jobs(ok=not failing, detail=detail, jobs=[Job(**s.__dict__) for s in states])
+    return Jobs(ok=not failing, detail=detail, jobs=states)
 
 
 async def _alerts() -> AlertEvaluation:
