@@ -42,6 +42,7 @@ from stormwatch.api.routes import (
     silences,
     storage_targets,
     throughput,
+    vocabularies,
 )
 from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_engine
@@ -71,6 +72,7 @@ ROUTERS = [
     silences.router,
     maintenance.router,
     throughput.router,
+    vocabularies.router,
 ]
 
 

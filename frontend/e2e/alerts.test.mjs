@@ -54,7 +54,8 @@ describe("alerts", { timeout: 900_000 }, () => {
     }
     stack = await startStack({ withWorker: true, log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
     base = stack.info.url;
-    agents = await enroll(base, stack.info.enrollment_token, smallFleet().slice(0, 3));
+    // All six agents make every topology class a pair of the fleet; three of them measure.
+    agents = (await enroll(base, stack.info.enrollment_token, smallFleet())).slice(0, 3);
     const now = Date.now();
     await seedMesh(base, agents, now - 90 * 60_000, now - 5_000, ROUND_MS, { lossRate: 0 });
     // The history's spike: 5 minutes of 50 ms on one pair, 45 minutes ago.
@@ -116,6 +117,33 @@ describe("alerts", { timeout: 900_000 }, () => {
     assert.equal(await save.isDisabled(), false);
     await save.click();
     await page.getByRole("table", { name: "Alert rules" }).getByRole("link", { name: RULE }).waitFor();
+  });
+
+  step("every topology class the rule editor offers backtests without an error", async () => {
+    await page.getByRole("link", { name: "New rule" }).click();
+    await page.getByRole("heading", { name: "New alert rule" }).waitFor();
+    await page.getByRole("combobox", { name: "Metric" }).selectOption("mesh_rtt");
+    await page.getByRole("combobox", { name: "Statistic" }).selectOption("p99");
+    await page.getByRole("combobox", { name: "Condition" }).selectOption("above");
+    await page.getByRole("spinbutton", { name: "Threshold (ms)" }).fill("20");
+    const picker = page.getByRole("listbox", { name: "Topology class" });
+    const offered = await picker.getByRole("option").evaluateAll((os) => os.map((o) => o.value));
+    const form = page.getByRole("form", { name: "New alert rule" });
+    for (const cls of offered) {
+      await picker.selectOption(cls);
+      await page.getByRole("button", { name: "Run backtest" }).click();
+      const count = page.getByText(/Would have fired/);
+      const error = form.getByRole("alert");
+      await count.or(error).first().waitFor({ timeout: 60_000 });
+      assert.equal(await error.count(), 0, `backtest with topology class ${cls}: ${(await error.allInnerTexts()).join(" | ")}`);
+      assert.match(await count.innerText(), /Would have fired \d+ times? in the last .* over \d+ matched series/);
+    }
+    // The one cross-subnet pair (two subnets of one zone) holds the spike in one direction.
+    assert.deepEqual(offered.toSorted(), ["cross_az", "cross_provider", "cross_region", "cross_subnet", "same_subnet", "self"]);
+    await picker.selectOption("cross_subnet");
+    await page.getByRole("button", { name: "Run backtest" }).click();
+    await page.getByText(/Would have fired 1 time in the last .* over 2 matched series/).waitFor({ timeout: 60_000 });
+    await page.getByRole("button", { name: "Cancel" }).click();
   });
 
   step("a live spike posted through the ingest API fires the rule and the alerts page shows why", async () => {

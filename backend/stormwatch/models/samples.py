@@ -113,6 +113,10 @@ throughput_samples = Table(
     Column("jitter_us", BigInteger),
 )
 
+# What a storage sample measured and how: the ingest API accepts these, the UI offers them.
+STORAGE_OPS = ("put", "get", "get_first", "read_after_write", "list_after_write", "rtt")
+STORAGE_VARIANTS = ("plain", "gzip9", "replicated", "concurrent")
+
 # The stored (partitioned) raw tables: partitions, retention and per-org deletes go by these.
 RAW_TABLES = ("mesh_raw", "quorum_samples", "storage_samples", "throughput_samples")
 # How a raw table's rows are matched to an org (:o); mesh rows know theirs by series.

@@ -19,14 +19,17 @@ import numpy as np
 import orjson
 from numpy.typing import NDArray
 
+from stormwatch.models import samples as models_samples
+from stormwatch.models import throughput as models_throughput
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 MESH_STATUSES = {0, 1, 2, 3, 4}
-STORAGE_OPS = {"put", "get", "get_first", "read_after_write", "list_after_write", "rtt"}
-STORAGE_VARIANTS = {"plain", "gzip9", "replicated", "concurrent"}
+STORAGE_OPS = set(models_samples.STORAGE_OPS)
+STORAGE_VARIANTS = set(models_samples.STORAGE_VARIANTS)
 STORAGE_CONTENT = {"binary", "text"}
 ERROR_CLASSES = {"timeout", "auth", "not_found", "throttled", "server_error", "network"}
-PROTOS = {"tcp", "udp"}
+PROTOS = set(models_throughput.PROTOS)
 DIRECTIONS = {"send", "receive"}
 SECTIONS = ("mesh", "quorum", "storage", "throughput")
 # Every column a section may hold (docs/api.md); anything else is refused, never ignored.

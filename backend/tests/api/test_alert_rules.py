@@ -71,6 +71,33 @@ def test_the_catalog_lists_metrics_statistics_and_conditions(api: httpx.Client,
     assert body["conditions"] == ["above", "below", "baseline", "level_shift"]
 
 
+def test_every_vocabulary_value_offered_is_accepted_by_the_api(api: httpx.Client,
+                                                               fleet: Any) -> None:
+    body = api.get("/api/v1/vocabularies", headers=fleet["h"]).json()
+    assert body["topology_classes"] == ["self", "same_subnet", "cross_subnet", "cross_az",
+                                        "cross_region", "cross_provider"]
+    assert body["alert_metrics"] == api.get("/api/v1/alert-rules/metrics",
+                                            headers=fleet["h"]).json()
+    assert {"put", "get", "read_after_write"} <= set(body["storage_ops"])
+    assert {"plain", "gzip9"} <= set(body["storage_variants"])
+    assert body["storage_providers"] == ["s3", "azure", "gcs"]
+    assert {"p99", "mean", "loss_rate"} <= set(body["statistics"])
+    # each class offered is one the backtest takes: the fleet's own classes backtest, the
+    # others are refused for matching no pair, never as an unknown class
+    answers = {cls: api.post("/api/v1/alert-rules/backtest", headers=fleet["h"],
+                             json={**RULE, "scope": {"topology_class": [cls]}})
+               for cls in body["topology_classes"]}
+    assert {c for c, r in answers.items() if r.status_code == 200} == {"self", "cross_az",
+                                                                        "cross_region"}
+    for r in answers.values():
+        assert r.status_code == 200 or "matches none of this org's agent pairs" in r.text, r.text
+    # and the rankings take each statistic it offers
+    for stat in body["statistics"]:
+        r = api.get("/api/v1/advisors/rankings", headers=fleet["h"],
+                    params={"kind": "mesh", "level": "region", "stat": stat})
+        assert r.status_code == 200, (stat, r.text)
+
+
 def _unknown() -> str:
     return str(uuid.uuid4())
 

@@ -70,6 +70,7 @@ ACCESS: dict[tuple[str, str], str] = {
     # may backtest a draft (it changes nothing); only admins change them or send a test.
     ("GET", "/api/v1/alert-rules"): "read",
     ("GET", "/api/v1/alert-rules/metrics"): "read",
+    ("GET", "/api/v1/vocabularies"): "read",
     ("POST", "/api/v1/alert-rules"): "manage",
     ("POST", "/api/v1/alert-rules/backtest"): "read",
     ("GET", "/api/v1/alert-rules/{rule_id}"): "read",

@@ -369,8 +369,8 @@ export function toBacktest(v: unknown): BacktestVM {
 
 // ---- calls ----
 
-export async function listMetrics(signal?: AbortSignal): Promise<MetricOption[]> {
-  const r = unwrap(await client.GET("/api/v1/alert-rules/metrics", { signal }));
+/** The editor's metric choices from the API's catalog (GET /vocabularies, alert_metrics). */
+export function metricOptions(r: unknown): MetricOption[] {
   const list = Array.isArray(r) ? r : arr(obj(r).metrics);
   const win = obj(obj(r).window_s);
   const catalogConditions = arr(obj(r).conditions);

@@ -37,5 +37,3 @@ export async function deleteStorageTarget(id: string): Promise<void> {
   unwrap(r);
 }
 
-/** The storage providers a target may name, in the API schema's order. */
-export const STORAGE_PROVIDERS: StorageProvider[] = ["s3", "azure", "gcs"];

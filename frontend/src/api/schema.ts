@@ -810,7 +810,7 @@ export interface paths {
         };
         /**
          * Alert Metrics
-         * @description What the rule editor can offer: metrics, their statistics, filters and conditions.
+         * @description What the rule editor can offer (also part of GET /vocabularies).
          */
         get: operations["alert_metrics_api_v1_alert_rules_metrics_get"];
         put?: never;
@@ -1231,6 +1231,26 @@ export interface paths {
         };
         /** Long degradations: runs of experiments below a fraction of the norm */
         get: operations["get_throughput_degradations_api_v1_throughput_degradations_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/vocabularies": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Vocabularies
+         * @description Every closed list of values the API accepts: what a client may offer for a choice.
+         */
+        get: operations["get_vocabularies_api_v1_vocabularies_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -5282,6 +5302,44 @@ export interface components {
             replication?: components["schemas"]["Replication"];
             consistency?: components["schemas"]["Consistency"];
             concurrency?: components["schemas"]["Concurrency"];
+        };
+        /**
+         * Vocabularies
+         * @description The closed lists of values the API accepts, in display order.
+         */
+        Vocabularies: {
+            /**
+             * Topology Classes
+             * @description Topology class of an agent pair (analysis filter topology_class)
+             */
+            topology_classes: string[];
+            /**
+             * Statistics
+             * @description Statistics offered for rankings and analyses; any percentile pX (0 < X < 100) is accepted besides those listed
+             */
+            statistics: string[];
+            /**
+             * Storage Ops
+             * @description Storage sample operations (filter op)
+             */
+            storage_ops: string[];
+            /**
+             * Storage Variants
+             * @description Storage sample variants (filter variant)
+             */
+            storage_variants: string[];
+            /**
+             * Storage Providers
+             * @description Object-storage providers of a target
+             */
+            storage_providers: string[];
+            /**
+             * Protos
+             * @description Throughput protocols (filter proto)
+             */
+            protos: string[];
+            /** @description What an alert rule can watch: metrics, statistics, filters, conditions */
+            alert_metrics: components["schemas"]["MetricsCatalog"];
         };
         /** WebhookChannelCreate */
         WebhookChannelCreate: {
@@ -11488,6 +11546,62 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DegradationsPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_vocabularies_api_v1_vocabularies_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Vocabularies"];
                 };
             };
             /** @description Missing, unknown, revoked or expired credential */

@@ -132,9 +132,6 @@ export function pivot<T>(rows: T[], x: (r: T) => number | string, series: (r: T)
   return { rows: out, series: [...names].sort() };
 }
 
-/** Topology classes in the order of seed 003 Fig. 3, nearest first. */
-export const TOPOLOGY_ORDER = ["self", "same_subnet", "cross_subnet", "cross_az", "cross_region", "cross_provider"];
-
 /** Ticks at 1, 2 and 5 of each decade between lo and hi (for log axes); fewer when the span is wide. */
 export function logTicks(lo: number, hi: number): number[] {
   if (!(lo > 0) || !(hi > lo)) return lo > 0 ? [lo] : [];

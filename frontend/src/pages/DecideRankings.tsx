@@ -1,6 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
 import { getRankings, type RankingQuery } from "../api/advisors";
+import { useVocabularies } from "../api/vocabularies";
 import { DecidePage } from "../components/decide/Layout";
 import { Missing, num } from "../components/decide/Terms";
 import { Card, ErrorState, Loading } from "../components/common/State";
@@ -17,6 +18,7 @@ const METHOD: Record<string, string> = {
 export default function DecideRankings() {
   const [q, setQ] = useState<RankingQuery>({ kind: "mesh", level: "region_pair", stat: "p50" });
   const [op, setOp] = useState("get");
+  const vocab = useVocabularies().data;
   const query: RankingQuery = q.kind === "storage" ? { ...q, op } : q;
   const res = useQuery({ queryKey: ["rankings", query], queryFn: ({ signal }) => getRankings(query, signal) });
   const out = res.data;
@@ -45,7 +47,7 @@ export default function DecideRankings() {
           <label>
             By
             <select value={q.stat} onChange={(e) => setQ({ ...q, stat: e.target.value })}>
-              {["p50", "p90", "p99", "p99.9", "mean", "std", "loss_rate"].map((s) => (
+              {(vocab?.statistics ?? [q.stat]).map((s) => (
                 <option key={s}>{s}</option>
               ))}
             </select>
@@ -54,8 +56,9 @@ export default function DecideRankings() {
             <label>
               Operation
               <select value={op} onChange={(e) => setOp(e.target.value)}>
-                <option value="get">GET</option>
-                <option value="put">PUT</option>
+                {(vocab?.storage_ops ?? [op]).map((o) => (
+                  <option key={o}>{o}</option>
+                ))}
               </select>
             </label>
           )}

@@ -4,7 +4,7 @@ import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
 import { useOrigin } from "../test/dom";
-import { AGENTS } from "../test/fixtures";
+import { AGENTS, VOCABULARIES } from "../test/fixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
@@ -24,6 +24,7 @@ beforeEach(() => {
   api.seen.length = 0;
   api.route("GET /api/v1/auth/me", () => ({ user_id: "u1", email: "me@example.com", org_id: "o1", org_name: "acme", kind: "user", role: "viewer" }));
   api.route("GET /api/v1/agents", () => AGENTS);
+  api.route("GET /api/v1/vocabularies", () => VOCABULARIES);
 });
 afterEach(cleanup);
 afterAll(() => api.close());

@@ -2,6 +2,7 @@ import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { adviseTimeout, type TimeoutIn, type TimeoutOut } from "../api/advisors";
 import { listAgents } from "../api/endpoints";
+import { topologyLabel, useVocabularies } from "../api/vocabularies";
 import { AgentSelect, CheckList, DecidePage, NumberField, RunState } from "../components/decide/Layout";
 import { Missing, TermsTable, Verdict, num } from "../components/decide/Terms";
 import { LinesChart } from "../components/common/LinesChart";
@@ -10,7 +11,6 @@ import { formatCount, formatMs, formatSpan } from "../lib/format";
 
 type Scope = TimeoutIn["scope"];
 type TopologyClass = NonNullable<TimeoutIn["topology_class"]>;
-const CLASSES: TopologyClass[] = ["self", "same_subnet", "cross_subnet", "cross_az", "cross_region", "cross_provider"];
 
 /** Where the asked rate is unmet or unsupported: the best the samples do support, said both
  * ways, and how much data the asked rate needs (or that none helps at the measured loss rate). */
@@ -101,6 +101,7 @@ export default function DecideTimeouts() {
   const [dst, setDst] = useState("");
   const [group, setGroup] = useState<string[]>([]);
   const [cls, setCls] = useState<TopologyClass>("cross_region");
+  const vocab = useVocabularies();
   const [groupName, setGroupName] = useState("");
   const [rate, setRate] = useState("500");
   const [perHour, setPerHour] = useState("1");
@@ -149,8 +150,10 @@ export default function DecideTimeouts() {
                 <label>
                   Topology class
                   <select value={cls} onChange={(e) => setCls(e.target.value as TopologyClass)}>
-                    {CLASSES.map((c) => (
-                      <option key={c}>{c}</option>
+                    {(vocab.data?.topology_classes ?? [cls]).map((c) => (
+                      <option key={c} value={c}>
+                        {topologyLabel(c)}
+                      </option>
                     ))}
                   </select>
                 </label>

@@ -5,18 +5,10 @@ import { Async, Card } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
 import { formatBytes, formatTime } from "../lib/format";
 import { useParams } from "../lib/router";
-import { TOPOLOGY_ORDER, pivot } from "../lib/shape";
+import { pivot } from "../lib/shape";
+import { TOPOLOGY_LABELS, topologyLabel, useVocabularies } from "../api/vocabularies";
 import { windowSecondsFor } from "../lib/timeRange";
 import { useAsync } from "../lib/useAsync";
-
-export const TOPOLOGY_LABELS: Record<string, string> = {
-  self: "self",
-  same_subnet: "same subnet",
-  cross_subnet: "cross subnet",
-  cross_az: "cross AZ",
-  cross_region: "cross region",
-  cross_provider: "cross provider",
-};
 
 export default function Distributions() {
   const [params, set] = useParams();
@@ -24,6 +16,8 @@ export default function Distributions() {
   const log = params.get("scale") !== "linear";
   const topo = params.get("class") ?? "cross_region";
   const windowS = windowSecondsFor(range.toMs - range.fromMs, 240);
+  // Nearest first, as the API lists them (seed 003 Fig. 3).
+  const classes = useVocabularies().data?.topology_classes;
 
   const byClass = useAsync((s) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "topology_class" }, s), range.key, range.refresh);
   const byPayload = useAsync((s) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "payload_bytes", topologyClass: topo }, s), `${range.key}|${topo}`, range.refresh);
@@ -48,9 +42,9 @@ export default function Distributions() {
         <label>
           Topology class for payload and pairs
           <select value={topo} onChange={(e) => set({ class: e.target.value }, true)}>
-            {TOPOLOGY_ORDER.map((c) => (
+            {(classes ?? [topo]).map((c) => (
               <option key={c} value={c}>
-                {TOPOLOGY_LABELS[c]}
+                {topologyLabel(c)}
               </option>
             ))}
           </select>
@@ -58,11 +52,11 @@ export default function Distributions() {
       </div>
       <Card title="RTT by topology class" note="box p25–p75, line p50, whiskers p5/p95, ○ mean (seed 003 Fig. 3)">
         <Async state={byClass} isEmpty={(d) => d.length === 0}>
-          {(boxes) => <BoxPlot boxes={boxes} order={TOPOLOGY_ORDER} log={log} labels={TOPOLOGY_LABELS} />}
+          {(boxes) => <BoxPlot boxes={boxes} order={classes} log={log} labels={TOPOLOGY_LABELS} />}
         </Async>
       </Card>
       <div className="grid2">
-        <Card title="Payload size" note={`RTT by message payload, ${TOPOLOGY_LABELS[topo] ?? topo} pairs`}>
+        <Card title="Payload size" note={`RTT by message payload, ${topologyLabel(topo)} pairs`}>
           <Async state={byPayload} isEmpty={(d) => d.length === 0}>
             {(boxes) => (
               <BoxPlot
@@ -77,7 +71,7 @@ export default function Distributions() {
         </Card>
         <Card
           title="Node pairs over time"
-          note={`p50 per pair, ${TOPOLOGY_LABELS[topo] ?? topo} (seed 003 Fig. 8)`}
+          note={`p50 per pair, ${topologyLabel(topo)} (seed 003 Fig. 8)`}
         >
           <Async state={lines} isEmpty={(d) => d.length === 0} empty="No pairs of this class in this range.">
             {(series) => {

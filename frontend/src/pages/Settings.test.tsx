@@ -4,7 +4,7 @@ import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
 import { useOrigin } from "../test/dom";
-import { AGENTS } from "../test/fixtures";
+import { AGENTS, VOCABULARIES } from "../test/fixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
@@ -26,6 +26,7 @@ beforeEach(() => {
   api.seen.length = 0;
   api.route("GET /api/v1/auth/me", () => me("admin"));
   api.route("GET /api/v1/agents", () => AGENTS);
+  api.route("GET /api/v1/vocabularies", () => VOCABULARIES);
   api.route("GET /api/v1/org", () => ORG);
   api.route("GET /api/v1/storage-targets", () => [TARGET]);
   api.route("GET /api/v1/api-keys", () => []);
@@ -75,7 +76,10 @@ describe("Settings", () => {
     await user.click(screen.getByRole("button", { name: "Add storage target" }));
     const form = screen.getByRole("form", { name: "New storage target" });
     await user.type(within(form).getByRole("textbox", { name: "Name" }), "gcs central");
-    await user.selectOptions(within(form).getByRole("combobox", { name: "Provider" }), "gcs");
+    const provider = within(form).getByRole("combobox", { name: "Provider" });
+    // The providers come from the API's vocabularies.
+    await within(provider).findByRole("option", { name: "gcs" });
+    await user.selectOptions(provider, "gcs");
     await user.type(within(form).getByRole("textbox", { name: "Bucket" }), "probe-bucket");
     await user.type(within(form).getByRole("textbox", { name: /Region/ }), "us-central1");
     await user.selectOptions(within(form).getByRole("combobox", { name: "Source" }), "env");

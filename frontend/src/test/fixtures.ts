@@ -24,6 +24,16 @@ export const CATALOG = {
   window_s: { min: 30, max: 3600 },
 };
 
+export const VOCABULARIES = {
+  topology_classes: ["self", "same_subnet", "cross_subnet", "cross_az", "cross_region", "cross_provider"],
+  statistics: ["p50", "p90", "p99", "p99.9", "mean", "std", "loss_rate"],
+  storage_ops: ["put", "get", "get_first", "read_after_write", "list_after_write", "rtt"],
+  storage_variants: ["plain", "gzip9", "replicated", "concurrent"],
+  storage_providers: ["s3", "azure", "gcs"],
+  protos: ["tcp", "udp"],
+  alert_metrics: CATALOG,
+};
+
 const H = 3_600_000;
 export const T0 = Date.parse("2026-11-20T00:00:00Z");
 

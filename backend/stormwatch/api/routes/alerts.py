@@ -19,14 +19,12 @@ from stormwatch.schemas.alerts import (
     AlertRuleUpdate,
     BacktestRequest,
     BacktestResult,
-    MetricInfo,
     MetricsCatalog,
 )
 from stormwatch.schemas.errors import NOT_FOUND
+from stormwatch.services import vocabularies as vocab
 from stormwatch.services.alerts import rules as svc
 from stormwatch.services.alerts.backtest import backtest
-from stormwatch.services.alerts.conditions import BASELINES, CONDITION_TYPES, DIRECTIONS
-from stormwatch.services.alerts.metrics import METRICS, PERCENTILES
 from stormwatch.services.alerts.validation import RuleInvalid
 from stormwatch.services.analytics.queries import QueryError
 
@@ -54,16 +52,8 @@ def _draft(body: Any) -> dict[str, Any]:
 
 @router.get("/alert-rules/metrics", response_model=MetricsCatalog)
 async def alert_metrics(principal: OrgPrincipalDep) -> MetricsCatalog:
-    """What the rule editor can offer: metrics, their statistics, filters and conditions."""
-    return MetricsCatalog(
-        metrics=[MetricInfo(name=m.name, title=m.title, unit=m.unit,
-                            statistics=[*(PERCENTILES if m.percentiles else ()), *m.statistics],
-                            filters=list(m.filters),
-                            conditions=["above"] if m.kind is None else list(CONDITION_TYPES))
-                 for m in METRICS.values()],
-        conditions=list(CONDITION_TYPES), baselines=list(BASELINES),
-        directions=list(DIRECTIONS), severities=["critical", "warning", "info"],
-        window_s={"min": 30, "max": 3600, "step": 60})
+    """What the rule editor can offer (also part of GET /vocabularies)."""
+    return MetricsCatalog.model_validate(vocab.alert_metrics())
 
 
 @router.get("/alert-rules", response_model=list[AlertRulePublic])

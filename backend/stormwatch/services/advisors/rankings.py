@@ -28,9 +28,13 @@ class RankingError(ValueError):
         self.field = field
 
 
+# Ranked besides any percentile pX (0 < X < 100).
+RANK_STATISTICS = ("mean", "std", "loss_rate")
+
+
 def parse_stat(stat: str) -> tuple[str, float | None]:
     s = stat.strip().lower()
-    if s in ("mean", "std", "loss_rate"):
+    if s in RANK_STATISTICS:
         return s, None
     if s.startswith("p"):
         try:

@@ -5,7 +5,7 @@ import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../../test/apiServer";
 import { useOrigin } from "../../test/dom";
-import { AGENTS, BACKTEST, CATALOG, rule } from "../../test/fixtures";
+import { AGENTS, BACKTEST, VOCABULARIES, rule } from "../../test/fixtures";
 
 // Typing through user-event is slow on a busy machine; the assertions wait on conditions, not time.
 vi.setConfig({ testTimeout: 30_000 });
@@ -29,7 +29,7 @@ function mount(props: Partial<Parameters<typeof RuleEditor>[0]> = {}) {
 
 beforeEach(() => {
   api.seen.length = 0;
-  api.route("GET /api/v1/alert-rules/metrics", () => CATALOG);
+  api.route("GET /api/v1/vocabularies", () => VOCABULARIES);
   api.route("GET /api/v1/agents", () => AGENTS);
   api.route("GET /api/v1/channels", () => [{ id: "c1", name: "ops slack", kind: "slack", enabled: true, config: {}, created_at: "2026-11-23T00:00:00Z", updated_at: "2026-11-23T00:00:00Z" }]);
   api.route("POST /api/v1/alert-rules/backtest", () => BACKTEST);
@@ -41,6 +41,24 @@ afterAll(() => api.close());
 const posted = (path: string) => api.seen.filter((s) => s.method === "POST" && s.path === path);
 
 describe("RuleEditor", () => {
+  it("offers the API's topology classes, labelled, and backtests with the API's value", async () => {
+    // A class only this answer names proves the picker has no list of its own.
+    api.route("GET /api/v1/vocabularies", () => ({ ...VOCABULARIES, topology_classes: [...VOCABULARIES.topology_classes, "cross_planet"] }));
+    const user = userEvent.setup({ delay: null });
+    mount();
+    const picker = await screen.findByRole("listbox", { name: "Topology class" });
+    const options = within(picker).getAllByRole("option");
+    expect(options.map((o) => (o as HTMLOptionElement).value)).toEqual([...VOCABULARIES.topology_classes, "cross_planet"]);
+    expect(options.map((o) => o.textContent)).toEqual(["self", "same subnet", "cross subnet", "cross AZ", "cross region", "cross provider", "cross_planet"]);
+    await user.selectOptions(picker, within(picker).getByRole("option", { name: "cross subnet" }));
+    await user.type(screen.getByRole("spinbutton", { name: "Threshold (ms)" }), "80");
+    await user.click(screen.getByRole("button", { name: "Run backtest" }));
+    await screen.findByText(/Would have fired/);
+    const body = posted("/api/v1/alert-rules/backtest").at(-1)?.body as { scope: Record<string, unknown> };
+    expect(body.scope.topology_class).toEqual(["cross_subnet"]);
+    expect(api.seen.filter((s) => s.path === "/api/v1/vocabularies")).toHaveLength(1);
+  });
+
   it("backtests the draft in the API's units and shows the count, the firings and the marked timeline before it can save", async () => {
     const user = userEvent.setup({ delay: null });
     const saved = mount();

@@ -5,7 +5,7 @@ import {
   backtestRule,
   createRule,
   listChannels,
-  listMetrics,
+  metricOptions,
   updateRule,
   type BaselineKind,
   type ConditionType,
@@ -25,6 +25,7 @@ import { BacktestChart } from "./BacktestChart";
 import { formatSpan } from "../../lib/format";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";
 import { useIsAdmin } from "../../lib/role";
+import { topologyLabel, useVocabularies, type Vocabularies } from "../../api/vocabularies";
 
 /** The editor's fields as typed (thresholds in ms or %, labels as text). */
 export interface RuleForm {
@@ -75,7 +76,6 @@ const FILTER_LABELS: Record<string, string> = {
   group_name: "Quorum group",
 };
 const INT_FILTERS = new Set(["payload_bytes", "size_bytes", "copies", "concurrency"]);
-const TOPOLOGY = ["same-subnet", "same-zone", "cross-zone", "cross-region", "cross-provider", "self"];
 
 export function parseLabels(text: string): Record<string, string> {
   const out: Record<string, string> = {};
@@ -154,25 +154,29 @@ export function draftFromForm(f: RuleForm, unit: Unit): RuleDraft {
   };
 }
 
-/** Choices for a scope filter drawn from the fleet, or null for free text. */
-function choices(filter: string, agents: AgentVM[]): { value: string; label: string }[] | null {
+/** Choices for a scope filter drawn from the fleet or the API's vocabularies, or null for free text. */
+function choices(filter: string, agents: AgentVM[], vocab: Vocabularies): { value: string; label: string }[] | null {
   const uniq = (xs: (string | null)[]) => [...new Set(xs.filter((x): x is string => Boolean(x)))].sort().map((v) => ({ value: v, label: v }));
   if (filter === "agents" || filter === "src" || filter === "dst") return agents.map((a) => ({ value: a.id, label: a.name })).sort((a, b) => a.label.localeCompare(b.label));
   if (filter === "regions") return uniq(agents.map((a) => a.region));
   if (filter === "zones") return uniq(agents.map((a) => a.zone));
   if (filter === "providers") return uniq(agents.map((a) => a.provider));
-  if (filter === "topology_class") return TOPOLOGY.map((t) => ({ value: t, label: t }));
+  if (filter === "topology_class") return vocab.topology_classes.map((t) => ({ value: t, label: topologyLabel(t) }));
+  if (filter === "op") return vocab.storage_ops.map((v) => ({ value: v, label: v }));
+  if (filter === "variant") return vocab.storage_variants.map((v) => ({ value: v, label: v }));
+  if (filter === "proto") return vocab.protos.map((v) => ({ value: v, label: v }));
   return null;
 }
 
 export function RuleEditor({ rule, onSaved, onCancel }: { rule?: RuleVM; onSaved: (r: RuleVM) => void; onCancel?: () => void }) {
-  const metricsQ = useQuery({ queryKey: ["alert-metrics"], queryFn: ({ signal }) => listMetrics(signal), staleTime: 300_000 });
-  if (metricsQ.error) return <p className="state error" role="alert">Could not load the metrics: {metricsQ.error.message}</p>;
-  if (!metricsQ.data) return <p className="state" role="status">Loading the metrics…</p>;
-  return <EditorForm metrics={metricsQ.data} rule={rule} onSaved={onSaved} onCancel={onCancel} />;
+  const vocabQ = useVocabularies();
+  const metrics = useMemo(() => (vocabQ.data ? metricOptions(vocabQ.data.alert_metrics) : null), [vocabQ.data]);
+  if (vocabQ.error) return <p className="state error" role="alert">Could not load the metrics: {vocabQ.error.message}</p>;
+  if (!vocabQ.data || !metrics) return <p className="state" role="status">Loading the metrics…</p>;
+  return <EditorForm metrics={metrics} vocab={vocabQ.data} rule={rule} onSaved={onSaved} onCancel={onCancel} />;
 }
 
-function EditorForm({ metrics, rule, onSaved, onCancel }: { metrics: MetricOption[]; rule?: RuleVM; onSaved: (r: RuleVM) => void; onCancel?: () => void }) {
+function EditorForm({ metrics, vocab, rule, onSaved, onCancel }: { metrics: MetricOption[]; vocab: Vocabularies; rule?: RuleVM; onSaved: (r: RuleVM) => void; onCancel?: () => void }) {
   const admin = useIsAdmin();
   const uid = useId();
   const qc = useQueryClient();
@@ -272,7 +276,7 @@ function EditorForm({ metrics, rule, onSaved, onCancel }: { metrics: MetricOptio
           <legend>Scope (every matching series is evaluated on its own; empty = all)</legend>
           <div className="fields">
             {(metric?.filters ?? []).map((flt) => {
-              const opts = choices(flt, agentsQ.data ?? []);
+              const opts = choices(flt, agentsQ.data ?? [], vocab);
               const label = FILTER_LABELS[flt] ?? flt;
               const e = err(`scope.${flt}`);
               return (

@@ -3,7 +3,6 @@ import { useState, type FormEvent } from "react";
 import { listAgents } from "../../api/endpoints";
 import { fieldErrors } from "../../api/http";
 import {
-  STORAGE_PROVIDERS,
   createStorageTarget,
   deleteStorageTarget,
   listStorageTargets,
@@ -13,6 +12,7 @@ import {
   type StorageTargetCreate,
 } from "../../api/org";
 import { useIsAdmin } from "../../lib/role";
+import { useVocabularies } from "../../api/vocabularies";
 import { Field, FormError } from "../common/Field";
 import { Card, ErrorState, Loading } from "../common/State";
 
@@ -98,6 +98,7 @@ function body(d: Draft) {
 }
 
 function TargetForm({ target, onDone }: { target?: StorageTarget; onDone: () => void }) {
+  const providers = useVocabularies().data?.storage_providers;
   const qc = useQueryClient();
   const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
   const [d, setD] = useState<Draft>(() => (target ? fromTarget(target) : blank()));
@@ -129,7 +130,7 @@ function TargetForm({ target, onDone }: { target?: StorageTarget; onDone: () => 
         <Field id={`${id}-provider`} label="Provider" error={errs.provider}>
           {(a) => (
             <select {...a} value={d.provider} disabled={Boolean(target)} onChange={(e) => set({ provider: e.target.value as StorageProvider, creds: {} })}>
-              {STORAGE_PROVIDERS.map((p) => (
+              {(providers ?? [d.provider]).map((p) => (
                 <option key={p} value={p}>
                   {p}
                 </option>

@@ -1,0 +1,43 @@
+"""Every closed list of names the API accepts, gathered from the one place each is defined,
+so a client offers exactly what the API takes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stormwatch.models.agent import TOPOLOGY_CLASSES
+from stormwatch.models.alerts import SEVERITIES
+from stormwatch.models.samples import STORAGE_OPS, STORAGE_VARIANTS
+from stormwatch.models.storage_target import STORAGE_PROVIDERS
+from stormwatch.models.throughput import PROTOS
+from stormwatch.services.advisors.rankings import RANK_STATISTICS
+from stormwatch.services.alerts.conditions import BASELINES, CONDITION_TYPES, DIRECTIONS
+from stormwatch.services.alerts.metrics import METRICS, PERCENTILES
+
+# The editor's window bounds; the rule validation enforces the same.
+WINDOW_S = {"min": 30, "max": 3600, "step": 60}
+
+
+def alert_metrics() -> dict[str, Any]:
+    """What the rule editor can offer: metrics, their statistics, filters and conditions."""
+    return {
+        "metrics": [{"name": m.name, "title": m.title, "unit": m.unit,
+                     "statistics": [*(PERCENTILES if m.percentiles else ()), *m.statistics],
+                     "filters": list(m.filters),
+                     "conditions": ["above"] if m.kind is None else list(CONDITION_TYPES)}
+                    for m in METRICS.values()],
+        "conditions": list(CONDITION_TYPES), "baselines": list(BASELINES),
+        "directions": list(DIRECTIONS), "severities": list(SEVERITIES), "window_s": WINDOW_S,
+    }
+
+
+def vocabularies() -> dict[str, Any]:
+    return {
+        "topology_classes": list(TOPOLOGY_CLASSES),
+        "statistics": [*PERCENTILES, *RANK_STATISTICS],
+        "storage_ops": list(STORAGE_OPS),
+        "storage_variants": list(STORAGE_VARIANTS),
+        "storage_providers": list(STORAGE_PROVIDERS),
+        "protos": list(PROTOS),
+        "alert_metrics": alert_metrics(),
+    }
