@@ -15,6 +15,13 @@ from fastapi.routing import APIRoute
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from stormwatch.api.throttle import (
+    address_key,
+    client_address,
+    count_failure,
+    refuse_if_blocked,
+    token_address_policy,
+)
 from stormwatch.core.config import Settings, get_settings
 from stormwatch.core.db import get_sessionmaker
 from stormwatch.core.security import constant_time_equals, hash_token, token_kind
@@ -78,23 +85,16 @@ async def _agent_from_token(session: AsyncSession, token: str) -> Agent:
 async def get_principal(request: Request, session: SessionDep) -> Principal:
     token = _bearer(request)
     if token is not None:
-        kind = token_kind(token)
-        if kind == "api_key":
-            key = (await session.execute(select(ApiKey).where(
-                ApiKey.token_hash == hash_token(token)))).scalar()
-            if key is None or key.revoked_at is not None:
-                raise _unauthorized("unknown or revoked API key")
-            now = datetime.now(UTC)
-            if key.last_used_at is None or now - key.last_used_at > timedelta(minutes=1):
-                await session.execute(update(ApiKey).where(ApiKey.id == key.id)
-                                      .values(last_used_at=now))
-                await session.commit()
-            return Principal(kind="api_key", org_id=key.org_id, role="admin",
-                             api_key_id=key.id)
-        if kind == "agent":
-            agent = await _agent_from_token(session, token)
-            return Principal(kind="agent", org_id=agent.org_id, agent=agent)
-        raise _unauthorized("not a Stormwatch API key or agent token")
+        # Guessing keys and tokens is throttled per client address; the caller's own valid
+        # credential is refused too while its address is blocked.
+        address = address_key("token", client_address(request, get_settings()))
+        await refuse_if_blocked("token", [address])
+        try:
+            return await _token_principal(session, token)
+        except HTTPException as exc:
+            if exc.status_code == status.HTTP_401_UNAUTHORIZED:
+                await count_failure("token", [(address, token_address_policy(get_settings()))])
+            raise
     cookie = request.cookies.get(SESSION_COOKIE)
     if not cookie:
         raise _unauthorized("not logged in")
@@ -109,6 +109,26 @@ async def get_principal(request: Request, session: SessionDep) -> Principal:
     role = await session.scalar(select(User.role).where(User.id == row.user_id))
     return Principal(kind="user", org_id=row.org_id, user_id=row.user_id,
                      role="admin" if role == "admin" else "viewer")
+
+
+async def _token_principal(session: AsyncSession, token: str) -> Principal:
+    kind = token_kind(token)
+    if kind == "api_key":
+        key = (await session.execute(select(ApiKey).where(
+            ApiKey.token_hash == hash_token(token)))).scalar()
+        if key is None or key.revoked_at is not None:
+            raise _unauthorized("unknown or revoked API key")
+        now = datetime.now(UTC)
+        if key.last_used_at is None or now - key.last_used_at > timedelta(minutes=1):
+            await session.execute(update(ApiKey).where(ApiKey.id == key.id)
+                                  .values(last_used_at=now))
+            await session.commit()
+        return Principal(kind="api_key", org_id=key.org_id, role="admin",
+                         api_key_id=key.id)
+    if kind == "agent":
+        agent = await _agent_from_token(session, token)
+        return Principal(kind="agent", org_id=agent.org_id, agent=agent)
+    raise _unauthorized("not a Stormwatch API key or agent token")
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

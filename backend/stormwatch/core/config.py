@@ -1,5 +1,6 @@
 """All runtime settings in one place, read from the environment (prefix-free names)."""
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 
@@ -35,6 +36,25 @@ class Settings(BaseSettings):
 
     db_unavailable_retry_after_s: int = 5
 
+    # Failed logins per account (email): free ones, then a wait of base * 2^(n - free - 1)
+    # seconds after each, then a lock of login_lock_s; failures are forgotten that long after
+    # the last one, and a successful login forgets them at once.
+    login_account_free_failures: int = Field(default=5, ge=1)
+    login_account_lock_after: int = Field(default=10, ge=1)
+    login_backoff_base_s: float = Field(default=1.0, gt=0)
+    login_lock_s: float = Field(default=900.0, gt=0)
+    # Failed logins per client address, across accounts (a success does not reset these).
+    login_address_free_failures: int = Field(default=20, ge=1)
+    login_address_lock_after: int = Field(default=50, ge=1)
+    # Unknown API keys, agent tokens and enrollment tokens per client address.
+    token_address_free_failures: int = Field(default=20, ge=1)
+    token_address_lock_after: int = Field(default=50, ge=1)
+    token_backoff_base_s: float = Field(default=1.0, gt=0)
+    token_lock_s: float = Field(default=900.0, gt=0)
+    # Peers (IPs or CIDRs, comma-separated) whose X-Forwarded-For names the client; the
+    # socket peer is the client for everyone else.
+    trusted_proxies: str = ""
+
     # Where people open the UI; links in notifications are this plus the alert's view path.
     public_base_url: str = "http://127.0.0.1:8000"
     # Outbox retries of transient failures: base * 2^(attempt-1), capped, at most N attempts.
@@ -64,6 +84,23 @@ class Settings(BaseSettings):
 
         Policy.parse(v)  # a typo stops the process at start, not at the first send
         return v
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies_parse(cls, value: str) -> str:
+        for part in value.split(","):
+            if part.strip():
+                try:
+                    ipaddress.ip_network(part.strip(), strict=False)
+                except ValueError as exc:
+                    raise ValueError(f"TRUSTED_PROXIES: {part.strip()!r} is not an IP or CIDR"
+                                     ) from exc
+        return value
+
+    @property
+    def trusted_proxy_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        return [ipaddress.ip_network(p.strip(), strict=False)
+                for p in self.trusted_proxies.split(",") if p.strip()]
 
     @property
     def sync_database_url(self) -> str:

@@ -19,6 +19,13 @@ INGEST_REJECTED = Counter("stormwatch_ingest_rejected_batches_total",
                           "too_large, media_type, wrong_agent, rate_limited)", ["reason"])
 INGEST_DUPLICATES = Counter("stormwatch_ingest_duplicate_batches_total",
                             "Batches already stored, answered 200 and not written again")
+AUTH_FAILURES = Counter("stormwatch_auth_failures_total",
+                        "Wrong credentials, by surface (login; token: API keys and agent "
+                        "tokens; enrollment)", ["surface"])
+AUTH_THROTTLED = Counter("stormwatch_auth_throttled_total",
+                         "Credential attempts refused with 429 before being checked, after too "
+                         "many failures of the account or client address, by surface",
+                         ["surface"])
 
 # Upper bounds in seconds: most reads take milliseconds, analyses over weeks seconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

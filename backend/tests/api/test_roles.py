@@ -51,6 +51,7 @@ ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/users"): "read",
     ("POST", "/api/v1/users"): "manage_in_person",
     ("DELETE", "/api/v1/users/{user_id}"): "manage_in_person",
+    ("DELETE", "/api/v1/users/{user_id}/login-lock"): "manage",
     ("GET", "/api/v1/storage-targets"): "read",
     ("POST", "/api/v1/storage-targets"): "manage",
     ("GET", "/api/v1/storage-targets/{target_id}"): "read",

@@ -7,7 +7,21 @@ from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
-from stormwatch.api.deps import AdminDep, AgentDep, OrgPrincipalDep, SessionDep, get_owned
+from stormwatch.api.deps import (
+    AdminDep,
+    AgentDep,
+    OrgPrincipalDep,
+    SessionDep,
+    SettingsDep,
+    get_owned,
+)
+from stormwatch.api.throttle import (
+    address_key,
+    client_address,
+    count_failure,
+    refuse_if_blocked,
+    token_address_policy,
+)
 from stormwatch.models import Agent, AgentPair
 from stormwatch.schemas.agents import (
     AgentPairPublic,
@@ -26,14 +40,22 @@ ONLINE_WITHIN = timedelta(minutes=2)
 
 
 @router.post("/agents/enroll", response_model=EnrollResponse,
-             status_code=status.HTTP_201_CREATED)
-async def enroll(body: EnrollRequest, session: SessionDep) -> EnrollResponse:
+             status_code=status.HTTP_201_CREATED,
+             responses={401: {"description": "Unknown, revoked or expired enrollment token"},
+                        429: {"description": "Too many failed credentials from this address; "
+                                             "retry after Retry-After"}})
+async def enroll(body: EnrollRequest, request: Request, session: SessionDep,
+                 settings: SettingsDep) -> EnrollResponse:
+    # Shares the per-address count of API keys and agent tokens: all are guessed the same way.
+    address = address_key("token", client_address(request, settings))
+    await refuse_if_blocked("enrollment", [address])
     async with agent_service.enrollment_slot(body.enrollment_token):
         try:
             agent, token = await agent_service.enroll(
                 session, body.enrollment_token, body.name, body.agent_version,
                 body.mesh_address, body.metadata.model_dump())
         except agent_service.EnrollmentRefused as exc:
+            await count_failure("enrollment", [(address, token_address_policy(settings))])
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, str(exc)) from exc
         await session.commit()
     return EnrollResponse(agent_id=agent.id, agent_token=token, org_id=agent.org_id)

@@ -11,20 +11,41 @@ from stormwatch.api.deps import (
     SessionDep,
     SettingsDep,
 )
+from stormwatch.api.throttle import (
+    address_key,
+    client_address,
+    count_failure,
+    login_account_key,
+    login_account_policy,
+    login_address_policy,
+    refuse_if_blocked,
+)
+from stormwatch.core.redis import get_redis
 from stormwatch.core.security import hash_token
 from stormwatch.models import Org, User, UserSession
 from stormwatch.schemas.auth import LoginRequest, Me
-from stormwatch.services import accounts
+from stormwatch.services import accounts, ratelimit
 
 router = APIRouter(prefix="/auth", tags=["auth"])
 
 
-@router.post("/login", response_model=Me)
-async def login(body: LoginRequest, response: Response, session: SessionDep,
+@router.post("/login", response_model=Me,
+             responses={401: {"description": "Wrong email or password"},
+                        429: {"description": "Too many failed logins for this account or "
+                                             "from this address; retry after Retry-After"}})
+async def login(body: LoginRequest, request: Request, response: Response, session: SessionDep,
                 settings: SettingsDep) -> Me:
+    # Keyed by the email as typed, known or not, so a lock says nothing about who exists.
+    account = login_account_key(body.email)
+    address = address_key("login", client_address(request, settings))
+    # While blocked the password is not even checked: a right one is refused like a wrong one.
+    await refuse_if_blocked("login", [account, address])
     user = await accounts.authenticate(session, body.email, body.password)
     if user is None:
+        await count_failure("login", [(account, login_account_policy(settings)),
+                                      (address, login_address_policy(settings))])
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "wrong email or password")
+    await ratelimit.forget(get_redis(), account)
     ttl = timedelta(hours=settings.session_ttl_hours)
     token, csrf = await accounts.open_session(session, user, ttl)
     org = await session.get(Org, user.org_id)

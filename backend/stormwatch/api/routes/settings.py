@@ -14,6 +14,8 @@ from stormwatch.api.deps import (
     SessionDep,
     get_owned,
 )
+from stormwatch.api.throttle import login_account_key
+from stormwatch.core.redis import get_redis
 from stormwatch.models import ApiKey, EnrollmentToken, Org, User
 from stormwatch.schemas.accounts import (
     ApiKeyCreate,
@@ -28,7 +30,7 @@ from stormwatch.schemas.accounts import (
     UserPublic,
 )
 from stormwatch.schemas.errors import CONFLICT, NOT_FOUND
-from stormwatch.services import accounts
+from stormwatch.services import accounts, ratelimit
 
 router = APIRouter(tags=["settings"])
 
@@ -139,4 +141,14 @@ async def delete_user(user_id: uuid.UUID, principal: AdminUserDep,
         raise HTTPException(status.HTTP_409_CONFLICT, "you cannot delete yourself")
     await session.delete(user)
     await session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.delete("/users/{user_id}/login-lock", status_code=status.HTTP_204_NO_CONTENT,
+               responses=NOT_FOUND)
+async def lift_login_lock(user_id: uuid.UUID, principal: AdminDep,
+                          session: SessionDep) -> Response:
+    """Forgets the user's failed logins: a lock or backoff ends now (idempotent)."""
+    user = await get_owned(session, User, user_id, principal, "user")
+    await ratelimit.forget(get_redis(), login_account_key(user.email))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
