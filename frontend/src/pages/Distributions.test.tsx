@@ -1,16 +1,16 @@
 // @vitest-environment jsdom
-import { cleanup, render, screen, waitFor } from "@testing-library/react";
+import { cleanup, screen, waitFor } from "@testing-library/react";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
 import { useOrigin } from "../test/dom";
-import { AGENTS } from "../test/fixtures";
+import { AGENTS, VOCABULARIES } from "../test/fixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
 useOrigin(api);
 const { default: Distributions } = await import("./Distributions");
 const { navigate } = await import("../lib/router");
-const { ThemeProvider } = await import("../lib/theme");
+const { renderPage } = await import("../test/render");
 
 // Two minutes of a fresh fleet inside the default hour: four 30 s windows, cross-region RTTs in ms.
 const T0 = Date.parse("2026-11-28T05:10:00Z");
@@ -33,6 +33,7 @@ afterAll(async () => {
 beforeEach(() => {
   navigate("/distributions?scale=linear");
   api.route("GET /api/v1/agents", () => AGENTS);
+  api.route("GET /api/v1/vocabularies", () => VOCABULARIES);
   api.route("GET /api/v1/analytics/mesh/boxplots", () => ({ source: SOURCE, kind: "mesh", group_by: "topology_class", boxes: [box("cross_az", 1_200), box("cross_region", 68_000)] }));
   api.route("GET /api/v1/analytics/mesh/series", () => ({
     source: SOURCE,
@@ -52,11 +53,7 @@ function ticks(card: HTMLElement, axis: "x" | "y"): string[] {
 }
 
 function mount() {
-  render(
-    <ThemeProvider>
-      <Distributions />
-    </ThemeProvider>,
-  );
+  renderPage(Distributions);
 }
 
 describe("Distributions page", () => {
