@@ -114,3 +114,22 @@ export function stackLogs(dataDir, names = ["api", "worker", "beat"], bytes = 1_
     .filter(Boolean)
     .join("\n");
 }
+
+/** Adds `label` to the searchable multi-select labelled `name`: type to filter, click the option. */
+export async function pick(page, name, label) {
+  const input = page.getByRole("combobox", { name, exact: true });
+  await input.click();
+  await input.fill(label);
+  await page.getByRole("listbox", { name, exact: true }).getByRole("option", { name: label, exact: true }).click();
+  await page.getByRole("list", { name: `${name}: selected` }).getByRole("listitem").filter({ hasText: label }).first().waitFor();
+}
+
+/** Removes every chip of the multi-select labelled `name`. */
+export async function unpickAll(page, name) {
+  const chips = page.getByRole("list", { name: `${name}: selected` }).getByRole("listitem");
+  for (let n = await chips.count(); n > 0; n -= 1) {
+    await chips.first().getByRole("button").click();
+    // The next chip is read only once the removed one has left the page.
+    await chips.nth(n - 1).waitFor({ state: "detached" });
+  }
+}

@@ -46,11 +46,19 @@ describe("RuleEditor", () => {
     api.route("GET /api/v1/vocabularies", () => ({ ...VOCABULARIES, topology_classes: [...VOCABULARIES.topology_classes, "cross_planet"] }));
     const user = userEvent.setup({ delay: null });
     mount();
-    const picker = await screen.findByRole("listbox", { name: "Topology class" });
-    const options = within(picker).getAllByRole("option");
-    expect(options.map((o) => (o as HTMLOptionElement).value)).toEqual([...VOCABULARIES.topology_classes, "cross_planet"]);
+    const input = await screen.findByRole("combobox", { name: "Topology class" });
+    await user.click(input);
+    const picker = screen.getByRole("listbox", { name: "Topology class" });
+    const options = await within(picker).findAllByRole("option");
+    expect(options.map((o) => o.dataset.value)).toEqual([...VOCABULARIES.topology_classes, "cross_planet"]);
     expect(options.map((o) => o.textContent)).toEqual(["self", "same subnet", "cross subnet", "cross AZ", "cross region", "cross provider", "cross_planet"]);
-    await user.selectOptions(picker, within(picker).getByRole("option", { name: "cross subnet" }));
+    // Typing narrows the list; a pick becomes a chip and leaves the list.
+    await user.type(input, "subn");
+    expect(within(picker).getAllByRole("option").map((o) => o.textContent)).toEqual(["same subnet", "cross subnet"]);
+    await user.click(within(picker).getByRole("option", { name: "cross subnet" }));
+    const chips = screen.getByRole("list", { name: "Topology class: selected" });
+    expect(within(chips).getAllByRole("listitem").map((c) => c.textContent)).toEqual(["cross subnet×"]);
+    expect(within(picker).queryByRole("option", { name: "cross subnet" })).toBeNull();
     await user.type(screen.getByRole("spinbutton", { name: "Threshold (ms)" }), "80");
     await user.click(screen.getByRole("button", { name: "Run backtest" }));
     await screen.findByText(/Would have fired/);
@@ -65,9 +73,8 @@ describe("RuleEditor", () => {
     const name = await screen.findByRole("textbox", { name: "Name" });
     await user.type(name, "EU p99");
     await user.selectOptions(screen.getByRole("combobox", { name: "Statistic" }), "p99");
-    const sources = await screen.findByRole("listbox", { name: "Sources" });
-    await within(sources).findAllByRole("option"); // the fleet has loaded
-    await user.selectOptions(sources, "a1");
+    await user.click(screen.getByRole("combobox", { name: "Sources" }));
+    await user.click(await within(screen.getByRole("listbox", { name: "Sources" })).findByRole("option", { name: "aws-use1-a-1" }));
     await user.type(screen.getByRole("spinbutton", { name: "Threshold (ms)" }), "80");
     await user.click(screen.getByRole("checkbox", { name: /ops slack/ }));
     const save = screen.getByRole("button", { name: "Save rule" });
@@ -122,7 +129,7 @@ describe("RuleEditor", () => {
     const n = screen.getByRole("spinbutton", { name: "N series" });
     await waitFor(() => expect(n.getAttribute("aria-invalid")).toBe("true"));
     expect(document.getElementById(n.getAttribute("aria-describedby")!)!.textContent).toBe("n (4) is larger than the 2 series the scope matches");
-    const regions = screen.getByRole("listbox", { name: "Regions" });
+    const regions = screen.getByRole("combobox", { name: "Regions" });
     expect(document.getElementById(regions.getAttribute("aria-describedby")!)!.textContent).toBe("no agent of this org is in region mars-1");
     expect(screen.getByRole("spinbutton", { name: "X windows" }).getAttribute("aria-invalid")).toBeNull();
     expect(screen.getByRole("button", { name: "Save rule" })).toHaveProperty("disabled", true);

@@ -20,6 +20,7 @@ import { listAgents } from "../../api/endpoints";
 import { fieldErrors } from "../../api/http";
 import type { AgentVM } from "../../api/models";
 import { Card } from "../common/State";
+import { MultiSelect } from "../common/MultiSelect";
 import { Field } from "../common/Field";
 import { BacktestChart } from "./BacktestChart";
 import { formatSpan } from "../../lib/format";
@@ -283,19 +284,7 @@ function EditorForm({ metrics, vocab, rule, onSaved, onCancel }: { metrics: Metr
                 <Field key={flt} label={label} id={id(`scope-${flt}`)} error={e}>
                   {(a) =>
                     opts ? (
-                      <select
-                        {...a}
-                        multiple
-                        size={Math.min(5, Math.max(2, opts.length))}
-                        value={f.scope[flt] ?? []}
-                        onChange={(ev) => set({ scope: { ...f.scope, [flt]: [...ev.target.selectedOptions].map((o) => o.value) } })}
-                      >
-                        {opts.map((o) => (
-                          <option key={o.value} value={o.value}>
-                            {o.label}
-                          </option>
-                        ))}
-                      </select>
+                      <MultiSelect a11y={a} label={label} options={opts} value={f.scope[flt] ?? []} onChange={(next) => set({ scope: { ...f.scope, [flt]: next } })} />
                     ) : (
                       <input
                         {...a}

@@ -7,7 +7,9 @@ export function Field({ id, label, error, children }: { id: string; label: strin
   const errId = `${id}-error`;
   return (
     <div className={`field${error ? " invalid" : ""}`}>
-      <label htmlFor={id}>{label}</label>
+      <label htmlFor={id} id={`${id}-label`}>
+        {label}
+      </label>
       {children({ id, ...(error ? { "aria-invalid": true as const, "aria-describedby": errId } : {}) })}
       {error && (
         <span className="field-error" id={errId} role="alert">
