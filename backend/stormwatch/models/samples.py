@@ -42,8 +42,13 @@ mesh_raw = Table(
     Column("series_id", Integer, nullable=False),
     Column("rtt_us", Integer),  # NULL for a loss, timeout or error
     Column("round", BigInteger, nullable=False),
-    Column("status", SmallInteger, nullable=False),  # 0 ok 1 timeout 2 refused 3 error 4 corrupt
+    Column("status", SmallInteger, nullable=False),  # a SAMPLE_STATUSES index
 )
+
+# Every sample's status, by code (docs/api.md, "Status codes"): 1 timeout (for the mesh, a
+# loss), 2 refused (the peer's port was closed), 3 error (a reset connection or another
+# failure), 4 corrupt (the echo did not match what was sent).
+SAMPLE_STATUSES = ("ok", "timeout", "refused", "error", "corrupt")
 
 # A view: mesh_raw joined to mesh_series, with the columns every reader uses. It takes
 # INSERTs and COPY (a trigger files each row under its series); ingest writes mesh_raw.

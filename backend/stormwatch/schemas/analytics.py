@@ -47,6 +47,22 @@ class SummaryResponse(BaseModel):
     groups: list[Summary]
 
 
+class LossReason(BaseModel):
+    status: int = Field(description="the sample status code (docs/api.md, Status codes)")
+    reason: str = Field(description="timeout, refused, error or corrupt")
+    count: int
+
+
+class LossReasonsResponse(BaseModel):
+    start: datetime = Field(description="where the counts begin: the range's start, or later "
+                            "when raw samples of its beginning are gone (raw retention) or it "
+                            "spans more than 7 days")
+    end: datetime
+    complete: bool = Field(description="the counts cover the whole requested range")
+    lost: int
+    reasons: list[LossReason]
+
+
 class Window(BaseModel):
     model_config = ConfigDict(extra="allow")  # one field per requested percentile, e.g. p99_9
     start: datetime

@@ -21,6 +21,7 @@ from numpy.typing import NDArray
 
 from stormwatch.models import samples as models_samples
 from stormwatch.models import throughput as models_throughput
+from stormwatch.models.samples import SAMPLE_STATUSES
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -410,7 +411,7 @@ class _Section:
         return t
 
     def statuses(self) -> np.ndarray:
-        arr = self.numbers("status", lo=0, hi=4)
+        arr = self.numbers("status", lo=0, hi=len(SAMPLE_STATUSES) - 1)
         assert arr is not None
         return arr.astype(np.int16)
 

@@ -21,6 +21,7 @@ from stormwatch.schemas.analytics import (
     DistributionResponse,
     HeatmapResponse,
     LevelShiftResponse,
+    LossReasonsResponse,
     QuorumCompareResponse,
     SeriesResponse,
     StorageComparisonResponse,
@@ -292,6 +293,13 @@ async def get_detours(principal: OrgPrincipalDep, session: SessionDep, f: Filter
                           "between the same places")] = 1.25) -> Any:
     return await _run(analyses.detours(session, principal.org_id, f, level, tolerance,
                                        min_excess))
+
+
+@router.get("/mesh/loss-reasons", response_model=LossReasonsResponse,
+            summary="Lost rounds by why they were lost (timeout, refused, error, corrupt)")
+async def get_loss_reasons(principal: OrgPrincipalDep, session: SessionDep,
+                           f: FiltersDep) -> Any:
+    return await _run(analyses.loss_reasons(session, principal.org_id, f))
 
 
 @router.get("/quorum/compare", response_model=QuorumCompareResponse,

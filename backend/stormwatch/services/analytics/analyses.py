@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from stormwatch.models.samples import SAMPLE_STATUSES
 from stormwatch.services.analytics.changepoints import cyclical_pattern, level_shifts
 from stormwatch.services.analytics.detours import PathRtt, find_detours, path_key
 from stormwatch.services.analytics.queries import (
@@ -26,6 +27,7 @@ from stormwatch.services.analytics.queries import (
     load_fleet,
     load_grouped,
     load_levels,
+    mesh_status_counts,
     target_providers,
 )
 from stormwatch.services.analytics.sketches import Sketch, merge_sketches
@@ -546,3 +548,14 @@ async def series_csv_filename(session: AsyncSession, org_id: uuid.UUID, kind: st
            else _place_of(fleet, f.src or f.agents))
     stamp = "-".join(t.astimezone(UTC).strftime("%Y%m%dT%H%MZ") for t in (f.start, f.end))
     return re.sub(r"[^A-Za-z0-9._-]+", "_", f"stormwatch-{kind}-{who}-{stamp}") + ".csv"
+
+
+async def loss_reasons(session: AsyncSession, org_id: uuid.UUID, f: Filters) -> dict[str, Any]:
+    """Why the selected pairs' lost rounds were lost: counts by status (timeout, refused,
+    error, corrupt), as the agents recorded them, over the part of the range raw samples
+    hold."""
+    counts, start, end = await mesh_status_counts(session, org_id, f)
+    reasons = [{"status": code, "reason": name, "count": counts.get(code, 0)}
+               for code, name in enumerate(SAMPLE_STATUSES) if code]
+    return {"start": start, "end": end, "complete": start <= f.start,
+            "lost": sum(counts.values()), "reasons": reasons}

@@ -1100,3 +1100,37 @@ async def load_levels(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Fi
         counts = np.bincount(cell[ok], weights=w[ok], minlength=n_groups * n_windows).astype(
             np.float64).reshape(n_groups, n_windows)
     return Levels(source, window_s, times, list(index), values, counts)
+
+
+# Loss reasons are read from raw rows (rollups keep the loss count, not its causes): a few
+# pairs at a time, over at most a week.
+STATUS_MAX_SERIES = 50
+STATUS_MAX_SPAN = timedelta(days=7)
+
+
+async def mesh_status_counts(session: AsyncSession, org_id: uuid.UUID, f: Filters
+                             ) -> tuple[dict[int, int], datetime, datetime]:
+    """Failed mesh rounds of the selected series by status code, over the part of the range
+    raw samples still hold (at most STATUS_MAX_SPAN before its end); with that part's
+    bounds. Few series only: the loss rows are found by scanning each series' rows."""
+    f.validate()
+    spec = KIND_SPECS["mesh"]
+    fleet = await load_fleet(session, org_id)
+    params: dict[str, Any] = {"org": org_id}
+    where, _ = _where(spec, fleet, f, params)
+    series = await mesh_series_ids(session, "org_id = :org", where, params)
+    if len(series) > STATUS_MAX_SERIES:
+        raise QueryError("src", f"loss reasons are read from raw samples of at most "
+                         f"{STATUS_MAX_SERIES} series; these filters select {len(series)}: "
+                         "choose a source and destination")
+    start = max(f.start, f.end - STATUS_MAX_SPAN)
+    if fleet.raw_retention_days:
+        start = max(start, datetime.now(UTC) - timedelta(days=fleet.raw_retention_days))
+    start = min(start, f.end)
+    if not series:
+        return {}, start, f.end
+    rows = (await session.execute(text(
+        "SELECT status, count(*) FROM mesh_raw WHERE series_id = ANY(CAST(:sids AS integer[])) "
+        "AND time >= :s AND time < :e AND status <> 0 GROUP BY status"),
+        {"sids": list(series), "s": start, "e": f.end})).all()
+    return {int(r[0]): int(r[1]) for r in rows}, start, f.end
