@@ -192,6 +192,21 @@ export async function getPairSummary(q: PairQuery, signal?: AbortSignal): Promis
   return g ? toSummary(g) : null;
 }
 
+export interface LossReasonsVM {
+  lost: number;
+  /** Whether the counts cover the whole range (raw samples of its beginning may be gone). */
+  complete: boolean;
+  startMs: number;
+  reasons: { reason: string; count: number }[];
+}
+
+/** Why the pair's lost rounds were lost (timeout, refused, error, corrupt), from raw samples. */
+export async function getPairLossReasons(q: PairQuery, signal?: AbortSignal): Promise<LossReasonsVM> {
+  const f = await pairFilter(q);
+  const r = unwrap(await api.GET("/api/v1/analytics/mesh/loss-reasons", { params: { query: f }, signal }));
+  return { lost: r.lost, complete: r.complete, startMs: Date.parse(r.start), reasons: r.reasons.filter((x) => x.count > 0).map(({ reason, count }) => ({ reason, count })) };
+}
+
 /** Address of the CSV export of the pair's windowed series (same-origin, so the session cookie applies). */
 export async function pairCsvUrl(q: PairQuery, windowS: number): Promise<string> {
   const f = await pairFilter(q);

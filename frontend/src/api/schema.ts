@@ -589,6 +589,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/analytics/mesh/loss-reasons": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Lost rounds by why they were lost (timeout, refused, error, corrupt) */
+        get: operations["get_loss_reasons_api_v1_analytics_mesh_loss_reasons_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/analytics/quorum/compare": {
         parameters: {
             query?: never;
@@ -3685,6 +3702,44 @@ export interface components {
             email: string;
             /** Password */
             password: string;
+        };
+        /** LossReason */
+        LossReason: {
+            /**
+             * Status
+             * @description the sample status code (docs/api.md, Status codes)
+             */
+            status: number;
+            /**
+             * Reason
+             * @description timeout, refused, error or corrupt
+             */
+            reason: string;
+            /** Count */
+            count: number;
+        };
+        /** LossReasonsResponse */
+        LossReasonsResponse: {
+            /**
+             * Start
+             * Format: date-time
+             * @description where the counts begin: the range's start, or later when raw samples of its beginning are gone (raw retention) or it spans more than 7 days
+             */
+            start: string;
+            /**
+             * End
+             * Format: date-time
+             */
+            end: string;
+            /**
+             * Complete
+             * @description the counts cover the whole requested range
+             */
+            complete: boolean;
+            /** Lost */
+            lost: number;
+            /** Reasons */
+            reasons: components["schemas"]["LossReason"][];
         };
         /**
          * MaintenanceWindowCreate
@@ -8571,6 +8626,91 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DetoursResponse"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_loss_reasons_api_v1_analytics_mesh_loss_reasons_get: {
+        parameters: {
+            query?: {
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LossReasonsResponse"];
                 };
             };
             /** @description Missing, unknown, revoked or expired credential */

@@ -2,11 +2,12 @@ import { useQuery } from "@tanstack/react-query";
 import { listAlerts } from "../api/alerts";
 import { SeverityBadge } from "../components/alerts/AlertList";
 import { alertsOnPair } from "../lib/alertMarks";
-import { getPairDistribution, getPairLevelShifts, listAgents, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
+import { getPairDistribution, getPairLevelShifts, getPairLossReasons, listAgents, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
 import type { SummaryVM } from "../api/models";
 import { follow } from "../components/common/Link";
 import { CdfChart } from "../components/pair/CdfChart";
 import { Histogram } from "../components/pair/Histogram";
+import { LossReasons } from "../components/pair/LossReasons";
 import { Timeline } from "../components/pair/Timeline";
 import { Async, Card, Empty, Loading } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
@@ -104,6 +105,7 @@ export default function Pair() {
   const quorum = useAsync((s) => (on && level === "node" ? getQuorum(q, s) : Promise.resolve([])), key, range.refresh);
   // Agent names for the title whatever the entry path (a link may carry ids only); the
   // alert badges use the same list.
+  const lossReasons = useQuery({ queryKey: ["pair", "loss-reasons", key], queryFn: ({ signal }) => getPairLossReasons(q, signal), enabled: on, refetchInterval: range.refresh || false });
   const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000, enabled: on });
   const nameOf = (id: string | null, label: string | null) => agents.data?.find((a) => a.id === id)?.name ?? label ?? id ?? "";
   const srcLabel = level === "node" ? nameOf(src, params.get("srcLabel")) : (params.get("srcLabel") ?? src ?? "");
@@ -186,6 +188,7 @@ export default function Pair() {
         <Async state={summary} isEmpty={(s) => !s || s.count === 0} empty="No samples for this pair in this range.">
           {(s) => <SummaryTable s={s!} />}
         </Async>
+        <LossReasons data={lossReasons.data} error={lossReasons.error} />
       </Card>
 
       <Card
