@@ -137,3 +137,44 @@ def test_a_detour_and_an_asymmetry_are_reported(client: httpx.Client,  # noqa: F
     top = r.json()["pairs"][0]
     assert {top["a"], top["b"]} == {"ap-south-1", "eu-west-1"}
     assert top["ratio"] == pytest.approx(98 / 70, rel=0.03)
+
+
+def test_a_fitted_report_finds_a_young_installs_step_that_5_minute_windows_miss(
+        client: httpx.Client, make_org: Callable, db: Any) -> None:  # noqa: F811
+    from stormwatch.services import rollups
+
+    org = make_org()
+    a = enroll(client, org.enrollment_token, "young-a", provider="aws", region="us-east-1",
+               zone="us-east-1a")
+    b = enroll(client, org.enrollment_token, "young-b", provider="aws", region="eu-west-1",
+               zone="eu-west-1a")
+    rng = np.random.default_rng(9)
+    now = datetime.now(UTC).replace(microsecond=0)
+    start = now - timedelta(minutes=12)
+    n = 12 * 60 * RATE_HZ
+    level = np.full(n, 70_000.0)
+    level[7 * 60 * RATE_HZ:] += 5_000.0  # the install's first step, 7 minutes in
+    _post(client, a, _mesh(a, b.agent_id, start,
+                           np.round(level + rng.exponential(300, n))))
+    with db.begin() as conn:  # the worker has rolled the minutes up
+        rollups.roll_up_minutes(conn, "mesh", start - timedelta(minutes=1),
+                                rollups.floor_time(now, 60), uuid.UUID(org.org_id))
+    day = {"start": (now - timedelta(hours=24)).isoformat(), "end": now.isoformat(),
+           "group_by": "pair", "src": a.agent_id, "dst": b.agent_id}
+    headers = {"Authorization": f"Bearer {org.api_key}"}
+
+    r = client.get("/api/v1/analytics/mesh/level-shifts", headers=headers,
+                   params={**day, "window_s": 300})
+    assert r.status_code == 200, r.text
+    assert [s for g in r.json()["groups"] for s in g["shifts"]] == []
+
+    r = client.get("/api/v1/analytics/mesh/level-shifts", headers=headers,
+                   params={**day, "fit_window": "true"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["window_s"] == 10
+    assert datetime.fromisoformat(body["source"]["start"]) >= start - timedelta(minutes=1)
+    (shift,) = [s for g in body["groups"] for s in g["shifts"]]
+    assert abs(datetime.fromisoformat(shift["time"]) - (start + timedelta(minutes=7))) \
+        <= timedelta(seconds=30)
+    assert shift["step"] == pytest.approx(5_000, abs=600)

@@ -12,11 +12,13 @@ export interface ShiftVM {
   afterUs: number;
 }
 
-/** Every pair's level shifts of 5-minute medians over the range, largest step first. */
-export async function getFleetShifts(q: { fromMs: number; toMs: number }, signal?: AbortSignal): Promise<ShiftVM[]> {
+/** Every pair's level shifts over the range, largest step first, with the window of the medians
+ * they were found in: the server fits it to the span that holds data (10 s windows on a young
+ * install's minutes, 5-minute ones over a day), so a new fleet's first step shows at once. */
+export async function getFleetShifts(q: { fromMs: number; toMs: number }, signal?: AbortSignal): Promise<{ windowS: number; shifts: ShiftVM[] }> {
   const r = unwrap(
     await api.GET("/api/v1/analytics/{kind}/level-shifts", {
-      params: { path: { kind: "mesh" }, query: { start: new Date(q.fromMs).toISOString(), end: new Date(q.toMs).toISOString(), window_s: 300, group_by: "pair" } },
+      params: { path: { kind: "mesh" }, query: { start: new Date(q.fromMs).toISOString(), end: new Date(q.toMs).toISOString(), fit_window: true, group_by: "pair" } },
       signal,
     }),
   );
@@ -28,5 +30,5 @@ export async function getFleetShifts(q: { fromMs: number; toMs: number }, signal
       out.push({ src: String(key[0]), dst: String(key[1]), atMs: Date.parse(s.time), stepUs: s.step, beforeUs: s.level_before, afterUs: s.level_after });
     }
   }
-  return out.sort((a, b) => Math.abs(b.stepUs) - Math.abs(a.stepUs));
+  return { windowS: r.window_s, shifts: out.sort((a, b) => Math.abs(b.stepUs) - Math.abs(a.stepUs)) };
 }

@@ -8134,6 +8134,8 @@ export interface operations {
                 min_step?: number | null;
                 /** @description all (one series of everything selected) or a grouping such as pair: each group analysed on its own */
                 group_by?: string;
+                /** @description start where the org's data begins and take the window from the span left (10 s for a young install's minutes, up to 1 h), instead of window_s; the answer's window_s and source say which */
+                fit_window?: boolean;
                 /** @description UTC; default end - 1 h */
                 start?: string | null;
                 /** @description UTC; default now */

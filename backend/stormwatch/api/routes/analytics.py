@@ -234,10 +234,15 @@ async def get_level_shifts(kind: KindParam, principal: OrgPrincipalDep, session:
                                "(default 3 noise sigmas)")] = None,
                            group_by: Annotated[str, Query(
                                description="all (one series of everything selected) or a "
-                               "grouping such as pair: each group analysed on its own")] = "all"
+                               "grouping such as pair: each group analysed on its own")] = "all",
+                           fit_window: Annotated[bool, Query(
+                               description="start where the org's data begins and take the "
+                               "window from the span left (10 s for a young install's minutes, "
+                               "up to 1 h), instead of window_s; the answer's window_s and "
+                               "source say which")] = False,
                            ) -> Any:
     return await _run(analyses.level_shift_report(session, principal.org_id, kind, f, window_s,
-                                                  min_step, group_by))
+                                                  min_step, group_by, fit_window))
 
 
 @router.get("/{kind}/cycles", response_model=CyclesResponse,

@@ -9,7 +9,7 @@ import io
 import re
 import uuid
 from collections.abc import Hashable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.models.samples import SAMPLE_STATUSES
 from stormwatch.services.analytics.changepoints import cyclical_pattern, level_shifts
+from stormwatch.services.analytics.coverage import data_start
 from stormwatch.services.analytics.detours import PathRtt, find_detours, path_key
 from stormwatch.services.analytics.queries import (
     KIND_SPECS,
@@ -347,6 +348,20 @@ async def storage_replication(session: AsyncSession, org_id: uuid.UUID, f: Filte
     return {"source": g.source.as_dict(), "rows": rows}
 
 
+# Windows a fitted level-shift report chooses from, and how many of them it wants at most:
+# enough medians for the detector, each over enough rounds to be steady (10 s at 10 Hz: 100).
+FIT_WINDOWS_S = (10, 30, 60, 300, 900, 3600)
+FIT_MAX_WINDOWS = 300
+
+
+def fit_level_window(span: timedelta) -> int:
+    """The smallest of FIT_WINDOWS_S giving at most FIT_MAX_WINDOWS windows over `span`."""
+    for w in FIT_WINDOWS_S:
+        if span.total_seconds() / w <= FIT_MAX_WINDOWS:
+            return w
+    return FIT_WINDOWS_S[-1]
+
+
 def _check_level_windows(f: Filters, window_s: int) -> None:
     if window_s <= 0:
         raise QueryError("window_s", "window_s must be positive")
@@ -374,11 +389,17 @@ def _shift_rows(r: dict[str, Any], times: np.ndarray) -> list[dict[str, Any]]:
 
 
 async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
-                             window_s: int, min_step: float | None, group_by: str = "all"
-                             ) -> dict[str, Any]:
+                             window_s: int, min_step: float | None, group_by: str = "all",
+                             fit_window: bool = False) -> dict[str, Any]:
     """Seed 003 Lesson 11: level shifts of the window medians, with the segment levels. With
     `group_by` other than `all`, each group (e.g. each pair) is analysed on its own and
-    listed under `groups` (shifts and noise only)."""
+    listed under `groups` (shifts and noise only). `fit_window`: the range starts where the
+    org's data does and the window is fitted to the span left (fit_level_window)."""
+    if fit_window:
+        first = await data_start(session, org_id, kind, f.start)
+        if first is not None and f.start < first < f.end:
+            f.start = first
+        window_s = fit_level_window(f.end - f.start)
     _check_level_windows(f, window_s)
     fleet = await load_fleet(session, org_id)
     grouping = await _grouping(session, org_id, kind, group_by, fleet)

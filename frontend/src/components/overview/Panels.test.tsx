@@ -77,6 +77,9 @@ describe("Overview panels", () => {
       expect.stringMatching(/^aws-euw1-a-1 → aws-euw1-b-1 −6\.5\s?ms/),
       expect.stringMatching(/^aws-use1-a-1 → aws-euw1-a-1 \+2(\.0)?\s?ms/),
     ]);
+    // The server fits the shifts' window to the data there is, and the panel says which.
+    expect(api.seen.find((r) => r.path.endsWith("/level-shifts"))?.query.get("fit_window")).toBe("true");
+    expect(screen.getByText("last 24 h, each pair's 5-minute medians")).toBeTruthy();
     const tails = await items("Worst tails");
     expect(tails).toHaveLength(2);
     expect(tails[0]).toMatch(/^aws-use1-a-1 → aws-euw1-a-1 250\s?ms 0 samples beyond: too few to support it$/);

@@ -14,6 +14,13 @@ import { Card } from "../common/State";
 const H = 3_600_000;
 const TOP = 5;
 
+/** "10-second", "5-minute", "1-hour": a window as an adjective. */
+function formatWindow(s: number): string {
+  if (s < 60) return `${s}-second`;
+  if (s < 3600) return `${s / 60}-minute`;
+  return `${s / 3600}-hour`;
+}
+
 function Panel({ title, note, href, more, state, children }: { title: string; note: string; href: string; more: string; state: { isPending: boolean; error: Error | null }; children: ReactNode }) {
   return (
     <Card
@@ -93,10 +100,10 @@ export function OverviewPanels({ nowMs }: { nowMs: number }) {
           ))}
         </ul>
       </Panel>
-      <Panel title="Largest level shifts" note="last 24 h, each pair's 5-minute medians" href={linkTo("/distributions")} more="Distributions" state={shifts}>
-        {shifts.data && shifts.data.length === 0 && <None>No pair changed level.</None>}
+      <Panel title="Largest level shifts" note={`last 24 h, each pair's ${shifts.data ? formatWindow(shifts.data.windowS) : ""} medians`} href={linkTo("/distributions")} more="Distributions" state={shifts}>
+        {shifts.data && shifts.data.shifts.length === 0 && <None>No pair changed level.</None>}
         <ul className="plain" aria-label="Largest level shifts">
-          {(shifts.data ?? []).slice(0, TOP).map((s) => (
+          {(shifts.data?.shifts ?? []).slice(0, TOP).map((s) => (
             <li key={`${s.src}|${s.dst}|${s.atMs}`}>
               <a href={pairLink(byId.get(s.src), byId.get(s.dst), s.src, s.dst)} onClick={follow}>
                 {name(s.src)} → {name(s.dst)}
