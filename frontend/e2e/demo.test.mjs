@@ -6,9 +6,10 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
-import { launch, signIn, stackLogs, steps } from "./support/browser.mjs";
+import { launch, pick, signIn, stackLogs, steps, until } from "./support/browser.mjs";
 import { FRONTEND, REPO, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
@@ -18,6 +19,11 @@ let stack;
 let browser;
 let page;
 let readyAt = 0;
+// The Slack channel's receiver: every message the stack posts to it, with when it came.
+const slack = [];
+let receiver;
+let ruleSavedAt = 0;
+const RULE = "first day: stepped pair p50";
 const { step, shot } = steps({ dir: SHOTS, page: () => page, failPrefix: "demo-", explain: () => (stack?.info.data_dir ? stackLogs(stack.info.data_dir) : "") });
 
 /** The table's round trip between two regions (agents' region names), in ms. */
@@ -36,6 +42,15 @@ describe("demo fleet", { timeout: 600_000 }, () => {
       const a = spawnSync("make", ["-s", "-C", join(REPO, "agents"), "build", "wanem"], { stdio: "inherit" });
       assert.equal(a.status, 0, "building the agent and the WAN emulator failed");
     }
+    receiver = createServer((req, res) => {
+      let body = "";
+      req.on("data", (c) => (body += c));
+      req.on("end", () => {
+        slack.push({ at: Date.now(), path: req.url, body: JSON.parse(body || "{}") });
+        res.writeHead(200, { "content-type": "text/plain" }).end("ok");
+      });
+    });
+    await new Promise((ok) => receiver.listen(0, "127.0.0.1", ok));
     stack = await startStack({ withWorker: true, demo: "fast", timeoutMs: 600_000, log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
     readyAt = Date.now();
     browser = await launch();
@@ -46,6 +61,7 @@ describe("demo fleet", { timeout: 600_000 }, () => {
   after(async () => {
     await browser?.close();
     await stack?.stop();
+    receiver?.close();
   });
 
   step("the overview heatmap shows the demo fleet's regions within 60 s of start", async () => {
@@ -87,5 +103,144 @@ describe("demo fleet", { timeout: 600_000 }, () => {
     assert.ok(lines >= 2 && lines <= 8, `2-8 ranked pairs drawn, got ${lines}`);
     assert.equal(seen.filter((u) => u.includes("group_by=pair")).length, 1, `one series request for the pairs: ${seen.join("\n")}`);
     await shot("demo-e2e-distributions");
+  });
+
+  /** The API as the demo org's key sees it (the test's own reads, beside what the page shows). */
+  async function apiGet(path, params = {}) {
+    const u = new URL(`${stack.info.url}/api/v1${path}`);
+    for (const [k, v] of Object.entries(params)) u.searchParams.set(k, String(v));
+    const r = await fetch(u, { headers: { Authorization: `Bearer ${stack.info.api_key}` } });
+    const body = await r.text();
+    assert.equal(r.status, 200, `${path}: ${body}`);
+    return JSON.parse(body);
+  }
+
+  /** The demo's last scheduled step: its two agents (one per region) and when it comes. */
+  async function steppedPair() {
+    const st = stack.info.demo.steps.at(-1);
+    const agents = await apiGet("/agents");
+    const inRegion = (ref) => agents.find((a) => `${a.provider}/${a.region}` === ref);
+    const src = inRegion(st.a);
+    const dst = inRegion(st.b);
+    assert.ok(src && dst, `agents for ${st.a} and ${st.b}`);
+    return { src, dst, atMs: Date.parse(st.at), deltaMs: st.delta_rtt_ms };
+  }
+
+  step("a Slack channel to a local receiver and a rule on the pair the demo will step, made in the UI before the step", async () => {
+    const { src, dst, atMs, deltaMs } = await steppedPair();
+    // The pair's p50 now; the rule fires above it plus half the step the demo will add.
+    const now = Date.now();
+    const sum = await apiGet("/analytics/mesh/summary", { src: src.id, dst: dst.id, start: new Date(now - 60_000).toISOString(), end: new Date(now).toISOString(), percentiles: "50" });
+    const p50Ms = sum.groups[0].percentiles.p50 / 1000;
+    assert.ok(Number.isFinite(p50Ms), `the pair's p50: ${JSON.stringify(sum.groups[0])}`);
+    const thresholdMs = Math.round((p50Ms + deltaMs / 2) * 10) / 10;
+
+    await page.goto(`${stack.info.url}/alerts`);
+    await page.getByRole("group", { name: "Section" }).getByRole("button", { name: "Channels & deliveries" }).click();
+    const form = page.getByRole("form", { name: "New channel" });
+    await form.getByRole("combobox", { name: "Type" }).selectOption("slack");
+    await form.getByRole("textbox", { name: "Channel name" }).fill("first-day slack");
+    await form.getByRole("textbox", { name: "Slack webhook URL" }).fill(`http://127.0.0.1:${receiver.address().port}/services/T0/B0/x`);
+    await form.getByRole("button", { name: "Add channel" }).click();
+    await page.getByRole("table", { name: "Channels" }).getByRole("row").filter({ hasText: "first-day slack" }).waitFor();
+
+    await page.goto(`${stack.info.url}/alerts/rule`);
+    await page.getByRole("heading", { name: "New alert rule" }).waitFor();
+    await page.getByRole("textbox", { name: "Name" }).fill(RULE);
+    await page.getByRole("combobox", { name: "Metric" }).selectOption("mesh_rtt");
+    await page.getByRole("combobox", { name: "Statistic" }).selectOption("p50");
+    await page.getByRole("combobox", { name: "Window" }).selectOption("30");
+    await pick(page, "Sources", src.name);
+    await pick(page, "Destinations", dst.name);
+    await page.getByRole("combobox", { name: "Condition" }).selectOption("above");
+    await page.getByRole("spinbutton", { name: "Threshold (ms)" }).fill(String(thresholdMs));
+    await page.getByRole("checkbox", { name: /first-day slack/ }).check();
+    await page.getByRole("button", { name: "Run backtest" }).click();
+    await page.getByText(/Would have fired 0 times/).waitFor({ timeout: 60_000 });
+    await page.getByRole("button", { name: "Save rule" }).click();
+    await page.getByRole("table", { name: "Alert rules" }).getByRole("link", { name: RULE }).waitFor();
+    ruleSavedAt = Date.now();
+    console.log(`rule saved ${((atMs - ruleSavedAt) / 1000).toFixed(0)} s before the step (${src.name} → ${dst.name}, p50 ${p50Ms.toFixed(1)} ms, threshold ${thresholdMs} ms)`);
+    assert.ok(ruleSavedAt < atMs - 30_000, "the rule exists a window before the step (a slow machine delays the walk)");
+  });
+
+  step("the step fires exactly one Slack message, none about the past, and the overview lists the firing alert", async () => {
+    const { atMs } = await steppedPair();
+    const firing = () => slack.filter((m) => JSON.stringify(m.body).includes(RULE));
+    await until(page, "a Slack message for the step", () => firing().length > 0, Math.max(atMs - Date.now(), 0) + 240_000);
+    // Two evaluation cycles more: a second message would have come by then.
+    await page.waitForTimeout(40_000);
+    const msgs = firing();
+    assert.equal(msgs.length, 1, `one message: ${JSON.stringify(msgs.map((m) => m.body.text))}`);
+    assert.ok(msgs[0].at > atMs, "the message comes after the step, not about the time before it");
+    assert.match(msgs[0].body.text, /firing/i);
+
+    const { src, dst } = await steppedPair();
+    await page.goto(`${stack.info.url}/overview`);
+    const list = page.getByRole("list", { name: "Firing alerts" });
+    await list.getByText(RULE).waitFor();
+    // The demo's step is among the largest level shifts (the panel reads them once a load).
+    const shift = page.getByRole("list", { name: "Largest level shifts" }).getByRole("listitem").filter({ hasText: new RegExp(`(${src.name} → ${dst.name}|${dst.name} → ${src.name}) \\+`) });
+    const panel = page.getByRole("region", { name: "Largest level shifts" });
+    const loaded = panel.getByRole("listitem").or(panel.getByText("No pair changed level.")).first();
+    await until(page, "the step among the overview's level shifts", async () => {
+      await loaded.waitFor();
+      if (await shift.count()) return true;
+      await page.reload();
+      return false;
+    }, 120_000);
+    await shot("demo-e2e-first-day-overview");
+  });
+
+  step("the pair page shows the step, exports its CSV, and the alert can be silenced", async () => {
+    const { src, dst } = await steppedPair();
+    await page.goto(`${stack.info.url}/pair?level=node&src=${src.id}&dst=${dst.id}&range=15m`);
+    await page.getByRole("table", { name: "Summary statistics" }).waitFor();
+    const csv = page.getByRole("link", { name: /CSV/ });
+    const [download] = await Promise.all([page.waitForEvent("download"), csv.click()]);
+    const text = readFileSync(await download.path(), "utf8");
+    assert.match(text.split("\n")[0], /_us/, "CSV header names its units");
+    assert.ok(text.trim().split("\n").length > 2, "CSV rows");
+    await page.getByRole("alert", { name: "Firing alerts on this pair" }).getByRole("link", { name: RULE }).click();
+    await page.getByRole("button", { name: `Silence ${RULE}` }).click();
+    const form = page.getByRole("form", { name: "New silence" });
+    await form.getByRole("textbox", { name: "Comment" }).fill("first day: known step");
+    await form.getByRole("button", { name: "Create silence" }).click();
+    await form.waitFor({ state: "detached" });
+  });
+
+  step("every Decide page answers from the demo's data", async () => {
+    // Each advisor's action (none: it answers on load) and what its answer is.
+    const pages = [
+      ["compression", "Evaluate", (p) => p.getByRole("status", { name: "Answer" }).first()],
+      ["replication", "Evaluate", (p) => p.getByRole("status", { name: "Answer" }).first()],
+      ["placement", "Simulate", (p) => p.getByRole("status", { name: "Answer" }).first()],
+      ["timeouts", "Find T", (p) => p.getByRole("status", { name: "Answer" }).first()],
+      ["rankings", null, (p) => p.getByRole("table", { name: "Ranking" })],
+      ["pricing", null, (p) => p.getByRole("table").first()],
+    ];
+    for (const [name, action, answer] of pages) {
+      await page.goto(`${stack.info.url}/decide/${name}`);
+      await page.getByRole("heading", { level: 1 }).waitFor();
+      if (action) {
+        const button = page.getByRole("button", { name: action, exact: true });
+        await until(page, `${name}: ${action} enabled`, () => button.isEnabled(), 60_000);
+        await button.click();
+      }
+      // "Not enough measured data" or a failure; a support warning beside an answer is fine.
+      const missing = page.getByRole("alert", { name: "Missing data" }).or(page.locator(".state.error"));
+      await answer(page).or(missing).first().waitFor({ timeout: 120_000 });
+      await shot(`demo-e2e-decide-${name}`);
+      assert.equal(await missing.count(), 0, `/decide/${name}: ${(await missing.allInnerTexts()).join(" | ")}`);
+    }
+  });
+
+  step("the API docs load with no network", async () => {
+    const docs = await browser.context.newPage();
+    // Everything but the stack itself is unreachable.
+    await docs.route((u) => !u.href.startsWith(stack.info.url), (r) => r.abort("internetdisconnected"));
+    await docs.goto(`${stack.info.url}/docs`);
+    await docs.locator(".swagger-ui .information-container").waitFor({ timeout: 60_000 });
+    await docs.close();
   });
 });
