@@ -34,14 +34,14 @@ from stormwatch.schemas.agents import (
     EnrollResponse,
     QuorumGroupPublic,
 )
-from stormwatch.schemas.errors import NOT_FOUND
+from stormwatch.schemas.errors import NOT_FOUND, ErrorBody
 from stormwatch.services import agents as agent_service
 from stormwatch.services import mesh_address
 
 router = APIRouter(tags=["agents"])
 
 ONLINE_WITHIN = timedelta(minutes=2)
-MESH_ADDRESS_422: dict[int | str, dict[str, Any]] = {422: {"description": (
+MESH_ADDRESS_422: dict[int | str, dict[str, Any]] = {422: {"model": ErrorBody, "description": (
     "Invalid input; a mesh_address peers could not reach is refused naming `mesh_address`")}}
 
 
