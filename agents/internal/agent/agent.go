@@ -109,6 +109,24 @@ func selfDial(cfg config.Config, md client.Metadata, ln net.Addr) string {
 	return net.JoinHostPort("127.0.0.1", port)
 }
 
+// loopbackHost reports whether a host:port names a loopback address (or localhost).
+func loopbackHost(hostPort string) bool {
+	host, _, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost"
+}
+
+// loopbackURL reports whether the API is reached over loopback (the agent shares its host).
+func loopbackURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && loopbackHost(net.JoinHostPort(u.Hostname(), "0"))
+}
+
 // Enroll registers the agent with its enrollment token and saves the state.
 func Enroll(ctx context.Context, cfg config.Config, c *client.Client, md client.Metadata, meshAddr string, d Deps) (State, error) {
 	tok, err := cfg.EnrollmentTokenValue()
@@ -159,6 +177,11 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	}
 	md := Metadata(ctx, cfg, d)
 	meshAddr := advertise(cfg, md, echo.Addr())
+	if loopbackHost(meshAddr) && !loopbackURL(cfg.APIURL) {
+		// The API refuses it (422) unless its operator allows it: say what to set.
+		log.Warn("the mesh address is loopback, which peers on other hosts cannot reach; set mesh.advertise",
+			"mesh_address", meshAddr, "api_url", cfg.APIURL)
+	}
 
 	st, ok, err := LoadState(cfg.StateDir)
 	if err != nil {
@@ -207,6 +230,8 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	m.SetMeasuredSource(metrics.Mesh, func() uint64 { n, _ := rec.Measured(); return n })
 	m.SetMeasuredSource(metrics.Quorum, func() uint64 { _, n := rec.Measured(); return n })
 	prober := mesh.NewProber(st.AgentID, rec, log)
+	// Replies are signed with the id peers know this agent by, so a wrong address shows.
+	echo.SetID(st.AgentID)
 	prober.SetSelfAddress(selfDial(cfg, md, echo.Addr()))
 	if cfg.Mesh.SendMode == "broadcast" {
 		prober.SetSendMode(mesh.Broadcast)

@@ -417,3 +417,23 @@ func TestAnAgentReEnrolledOnARefusedTokenStillReportsItsThroughputAddress(t *tes
 		t.Fatalf("the reported throughput address %s does not reach the probe: %v", addr, err)
 	}
 }
+
+func TestALoopbackMeshAddressIsFlaggedOnlyWhenTheAPIIsElsewhere(t *testing.T) {
+	tests := []struct {
+		mesh, api string
+		warn      bool
+	}{
+		{"127.0.0.1:7301", "https://stormwatch.example.com", true},
+		{"[::1]:7301", "https://10.0.0.2:8000", true},
+		{"localhost:7301", "https://10.0.0.2:8000", true},
+		{"127.0.0.1:7301", "http://127.0.0.1:8000", false},
+		{"127.0.0.1:7301", "http://[::1]:8000", false},
+		{"127.0.0.1:7301", "http://localhost:8000", false},
+		{"10.0.0.5:7301", "https://stormwatch.example.com", false},
+	}
+	for _, tc := range tests {
+		if got := loopbackHost(tc.mesh) && !loopbackURL(tc.api); got != tc.warn {
+			t.Errorf("mesh %s, api %s: warn %v, want %v", tc.mesh, tc.api, got, tc.warn)
+		}
+	}
+}

@@ -11,6 +11,9 @@ const (
 	StatusRefused Status = 2
 	StatusError   Status = 3
 	StatusCorrupt Status = 4 // the echo did not match what was sent
+	// StatusWrongPeer is a mesh loss: the echo came back intact but signed by another agent
+	// than the peer dialled (its address leads elsewhere, e.g. loopback).
+	StatusWrongPeer Status = 5
 )
 
 func (s Status) String() string {
@@ -25,6 +28,8 @@ func (s Status) String() string {
 		return "error"
 	case StatusCorrupt:
 		return "corrupt"
+	case StatusWrongPeer:
+		return "wrong_peer"
 	}
 	return "unknown"
 }

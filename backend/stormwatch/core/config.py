@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     # Addresses orgs may make the server connect to although they are not global (loopback,
     # private, link-local): CIDRs or exact host names, comma separated. Empty: none.
     egress_allow: str = ""
+    # Networks an agent may advertise as its mesh address although peers on other hosts
+    # could not reach it (loopback, link-local), from any client: single-host fleets whose
+    # agents reach the API over a non-loopback address. CIDRs, comma separated.
+    mesh_address_allow: str = ""
 
     # GET /metrics on the API wants `Authorization: Bearer <metrics_token>`; unset, it is off.
     metrics_token: str | None = Field(default=None, min_length=16)
@@ -85,6 +89,14 @@ class Settings(BaseSettings):
         Policy.parse(v)  # a typo stops the process at start, not at the first send
         return v
 
+    @field_validator("mesh_address_allow")
+    @classmethod
+    def _mesh_address_allow(cls, v: str) -> str:
+        from stormwatch.services.mesh_address import parse_allow
+
+        parse_allow(v)
+        return v
+
     @field_validator("trusted_proxies")
     @classmethod
     def _proxies_parse(cls, value: str) -> str:
@@ -101,6 +113,12 @@ class Settings(BaseSettings):
     def trusted_proxy_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
         return [ipaddress.ip_network(p.strip(), strict=False)
                 for p in self.trusted_proxies.split(",") if p.strip()]
+
+    @property
+    def mesh_address_allow_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        from stormwatch.services.mesh_address import parse_allow
+
+        return parse_allow(self.mesh_address_allow)
 
     @property
     def sync_database_url(self) -> str:

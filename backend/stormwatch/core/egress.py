@@ -41,7 +41,7 @@ def _nets(*pairs: tuple[str, str]) -> tuple[tuple[IPNetwork, str], ...]:
 
 # IANA's special-purpose registries (RFC 6890 and updates), plus multicast. Order matters:
 # the first match names the refusal. Mapped, 6to4 and NAT64 forms are judged by the IPv4
-# address they embed (see `_embedded_v4`).
+# address they embed (see `embedded_v4`).
 REFUSED_V4 = _nets(
     ("169.254.169.254/32", "the cloud instance metadata service"),
     ("0.0.0.0/8", "an unspecified ('this network') address"),
@@ -99,7 +99,7 @@ class EgressUnresolved(EgressError):
     """The name did not resolve: it may later."""
 
 
-def _embedded_v4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+def embedded_v4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 form reaches: IPv4-mapped, NAT64 (well-known) or 6to4."""
     if addr.ipv4_mapped is not None:
         return addr.ipv4_mapped
@@ -113,7 +113,7 @@ def _embedded_v4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
 def classify(addr: IPAddress) -> str | None:
     """What a refused address is ('a loopback address'), or None for a global one."""
     if isinstance(addr, ipaddress.IPv6Address):
-        v4 = _embedded_v4(addr)
+        v4 = embedded_v4(addr)
         if v4 is not None:
             what = classify(v4)
             return f"an IPv6 form of {what}" if what else None
@@ -179,7 +179,7 @@ class Policy:
     def refusal(self, addr: IPAddress) -> str | None:
         """Why `addr` is refused, or None when it is global or the operator allowed it."""
         forms: list[IPAddress] = [addr]
-        if isinstance(addr, ipaddress.IPv6Address) and (v4 := _embedded_v4(addr)) is not None:
+        if isinstance(addr, ipaddress.IPv6Address) and (v4 := embedded_v4(addr)) is not None:
             forms.append(v4)  # 127.0.0.0/8 allowed also allows ::ffff:127.0.0.1
         if any(a.version == n.version and a in n for a in forms for n in self.allow_networks):
             return None

@@ -22,6 +22,11 @@ from stormwatch.models.base import Base, created_at_col
 
 metadata = Base.metadata
 
+# Sample status codes (docs/api.md): every section's, and the mesh's own 5, an echo signed by
+# another agent than the peer dialled (its address leads elsewhere).
+SAMPLE_STATUSES = {0: "ok", 1: "timeout", 2: "refused", 3: "error", 4: "corrupt"}
+MESH_STATUSES = {**SAMPLE_STATUSES, 5: "wrong_peer"}
+
 # A mesh series (org, source, destination, payload size) by a small integer id, so a raw
 # mesh row carries 4 bytes of key instead of three uuids and a size (migration 0014).
 mesh_series = Table(
@@ -42,13 +47,8 @@ mesh_raw = Table(
     Column("series_id", Integer, nullable=False),
     Column("rtt_us", Integer),  # NULL for a loss, timeout or error
     Column("round", BigInteger, nullable=False),
-    Column("status", SmallInteger, nullable=False),  # a SAMPLE_STATUSES index
+    Column("status", SmallInteger, nullable=False),  # MESH_STATUSES
 )
-
-# Every sample's status, by code (docs/api.md, "Status codes"): 1 timeout (for the mesh, a
-# loss), 2 refused (the peer's port was closed), 3 error (a reset connection or another
-# failure), 4 corrupt (the echo did not match what was sent).
-SAMPLE_STATUSES = ("ok", "timeout", "refused", "error", "corrupt")
 
 # A view: mesh_raw joined to mesh_series, with the columns every reader uses. It takes
 # INSERTs and COPY (a trigger files each row under its series); ingest writes mesh_raw.

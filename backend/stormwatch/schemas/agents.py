@@ -39,8 +39,16 @@ class EnrollRequest(BaseModel):
     enrollment_token: str = Field(min_length=10, max_length=200)
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     agent_version: str = Field(default="", max_length=50)
-    mesh_address: str = Field(default="", max_length=300)
+    mesh_address: str = Field(default="", max_length=300, description=(
+        "host:port peers dial for the mesh echo; \"\" when the agent does not mesh. "
+        "Loopback only from an agent on the API's host; never unspecified, link-local or "
+        "multicast"))
     metadata: AgentMetadata = AgentMetadata()
+
+    @field_validator("mesh_address")
+    @classmethod
+    def _host_port(cls, v: str) -> str:
+        return v if not v else host_port(v)
 
 
 class EnrollResponse(BaseModel):
@@ -51,12 +59,13 @@ class EnrollResponse(BaseModel):
 
 class AgentSelfUpdate(BaseModel):
     agent_version: str | None = Field(default=None, max_length=50)
-    mesh_address: str | None = Field(default=None, max_length=300)
+    mesh_address: str | None = Field(default=None, max_length=300, description=(
+        "host:port peers dial for the mesh echo, held to the rule of enrollment"))
     throughput_address: str | None = Field(default=None, max_length=300, description=(
         "host:port of the throughput control listener; \"\" when the probe is off"))
     metadata: AgentMetadata | None = None
 
-    @field_validator("throughput_address")
+    @field_validator("mesh_address", "throughput_address")
     @classmethod
     def _host_port(cls, v: str | None) -> str | None:
         return v if not v else host_port(v)

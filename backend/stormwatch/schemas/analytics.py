@@ -49,7 +49,7 @@ class SummaryResponse(BaseModel):
 
 class LossReason(BaseModel):
     status: int = Field(description="the sample status code (docs/api.md, Status codes)")
-    reason: str = Field(description="timeout, refused, error or corrupt")
+    reason: str = Field(description="timeout, refused, error, corrupt or wrong_peer")
     count: int
 
 

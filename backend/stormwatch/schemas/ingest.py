@@ -12,7 +12,9 @@ class MeshSection(BaseModel):
     round: list[int]
     payload_bytes: list[int]
     rtt_us: list[int | None]
-    status: list[int] = Field(description="0 ok, 1 timeout (loss), 2 refused, 3 error, 4 corrupt")
+    status: list[int] = Field(description=(
+        "0 ok, 1 timeout (loss), 2 refused, 3 error, 4 corrupt, 5 wrong_peer (the echo "
+        "came from another agent than the peer: a loss)"))
 
 
 class QuorumSection(BaseModel):

@@ -21,11 +21,9 @@ from numpy.typing import NDArray
 
 from stormwatch.models import samples as models_samples
 from stormwatch.models import throughput as models_throughput
-from stormwatch.models.samples import SAMPLE_STATUSES
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-MESH_STATUSES = {0, 1, 2, 3, 4}
 STORAGE_OPS = set(models_samples.STORAGE_OPS)
 STORAGE_VARIANTS = set(models_samples.STORAGE_VARIANTS)
 STORAGE_CONTENT = {"binary", "text"}
@@ -410,8 +408,8 @@ class _Section:
                              "is too far in the future (clock skew over the allowed limit)")
         return t
 
-    def statuses(self) -> np.ndarray:
-        arr = self.numbers("status", lo=0, hi=len(SAMPLE_STATUSES) - 1)
+    def statuses(self, codes: dict[int, str] = models_samples.SAMPLE_STATUSES) -> np.ndarray:
+        arr = self.numbers("status", lo=0, hi=max(codes))
         assert arr is not None
         return arr.astype(np.int16)
 
@@ -474,7 +472,7 @@ def parse_batch(body: Any, limits: Limits) -> ParsedBatch:
         assert rnd is not None
         _refuse_repeats("mesh", idx, rnd, "peer_idx")
         payload = s.numbers("payload_bytes", lo=0, hi=64 * 1024 * 1024)
-        status = s.statuses()
+        status = s.statuses(models_samples.MESH_STATUSES)
         rtt = s.latency("rtt_us", status, limits)
         batch.mesh = {"n": s.n or 0, "time_us": t, "peers": peers, "peer_idx": idx,
                       "round": rnd, "payload_bytes": payload, "rtt_us": rtt, "status": status}

@@ -13,8 +13,8 @@ import httpx
 from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
 from tests.helpers import enroll, post_batch
 
-# status -> rounds: ok, timeout, refused, error, corrupt
-TO_B = {0: 50, 1: 7, 2: 3, 3: 2, 4: 1}
+# status -> rounds: ok, timeout, refused, error, corrupt, wrong_peer
+TO_B = {0: 50, 1: 7, 2: 3, 3: 2, 4: 1, 5: 4}
 TO_C = {0: 40, 1: 5}
 
 
@@ -44,9 +44,9 @@ def test_loss_reasons_count_each_status_of_the_pair_asked_for_and_no_other(
     assert r.status_code == 200, r.text
     body = r.json()
     assert {x["reason"]: x["count"] for x in body["reasons"]} == {
-        "timeout": 7, "refused": 3, "error": 2, "corrupt": 1}
-    assert [x["status"] for x in body["reasons"]] == [1, 2, 3, 4]
-    assert body["lost"] == 13
+        "timeout": 7, "refused": 3, "error": 2, "corrupt": 1, "wrong_peer": 4}
+    assert [x["status"] for x in body["reasons"]] == [1, 2, 3, 4, 5]
+    assert body["lost"] == 17
     assert body["complete"] is True
 
     # Both destinations: the sums; another org's key sees nothing of these agents.

@@ -318,3 +318,27 @@ def test_colons_inside_names_are_no_repeated_keys(api, db, fleet):
     r = api.post("/api/v1/ingest/batches", content=raw,
                  headers={**agents[0].headers, "Content-Type": "application/json"})
     assert r.status_code == 202, r.text
+
+
+def test_a_mesh_reply_from_another_agent_is_a_loss_with_its_own_status(api, db, fleet):
+    org, agents = fleet
+    batch = mesh_batch(agents[0], [a.agent_id for a in agents], rounds=2)
+    mesh = batch["mesh"]
+    mesh["status"][1], mesh["rtt_us"][1] = 5, None  # 5 wrong_peer: no RTT, a loss
+    assert post_batch(api, agents[0], batch).status_code == 202
+    with db.connect() as c:
+        assert c.execute(text("SELECT count(*) FROM mesh_samples WHERE org_id = :o AND "
+                              "status = 5 AND rtt_us IS NULL"), {"o": org.org_id}).scalar() == 1
+    bad = mesh_batch(agents[0], [a.agent_id for a in agents], rounds=2)
+    bad["mesh"]["status"][0] = 5  # keeps its RTT
+    r = post_batch(api, agents[0], bad)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "mesh", "rtt_us", 0]
+    bad = mesh_batch(agents[0], [a.agent_id for a in agents], rounds=2)
+    bad["mesh"]["status"][0], bad["mesh"]["rtt_us"][0] = 6, None
+    r = post_batch(api, agents[0], bad)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "mesh", "status", 0]
+    # Only the mesh has peers to mistake: a quorum sample of status 5 is refused.
+    q = quorum_batch(agents[0])
+    q["quorum"]["status"][0], q["quorum"]["latency_us"][0] = 5, None
+    r = post_batch(api, agents[0], q)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "quorum", "status", 0]

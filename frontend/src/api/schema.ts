@@ -1454,7 +1454,10 @@ export interface components {
         AgentSelfUpdate: {
             /** Agent Version */
             agent_version?: string | null;
-            /** Mesh Address */
+            /**
+             * Mesh Address
+             * @description host:port peers dial for the mesh echo, held to the rule of enrollment
+             */
             mesh_address?: string | null;
             /**
              * Throughput Address
@@ -3074,6 +3077,7 @@ export interface components {
             agent_version: string;
             /**
              * Mesh Address
+             * @description host:port peers dial for the mesh echo; "" when the agent does not mesh. Loopback only from an agent on the API's host; never unspecified, link-local or multicast
              * @default
              */
             mesh_address: string;
@@ -3712,7 +3716,7 @@ export interface components {
             status: number;
             /**
              * Reason
-             * @description timeout, refused, error or corrupt
+             * @description timeout, refused, error, corrupt or wrong_peer
              */
             reason: string;
             /** Count */
@@ -5570,7 +5574,7 @@ export interface components {
             rtt_us: (number | null)[];
             /**
              * Status
-             * @description 0 ok, 1 timeout (loss), 2 refused, 3 error, 4 corrupt
+             * @description 0 ok, 1 timeout (loss), 2 refused, 3 error, 4 corrupt, 5 wrong_peer (the echo came from another agent than the peer: a loss)
              */
             status: number[];
         };
@@ -5950,7 +5954,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            /** @description Invalid input; a mesh_address peers could not reach is refused naming `mesh_address` */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -6078,7 +6082,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            /** @description Invalid input; a mesh_address peers could not reach is refused naming `mesh_address` */
             422: {
                 headers: {
                     [name: string]: unknown;

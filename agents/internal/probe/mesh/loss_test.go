@@ -81,7 +81,8 @@ func (s *peerServer) serve(c net.Conn, n int) {
 		}
 		s.frames.Add(1)
 		s.mu.Lock()
-		s.rounds[n] = append(s.rounds[n], binary.BigEndian.Uint64(f[8:16]))
+		// The round, without the bit that asks for the responder's id (this peer never signs).
+		s.rounds[n] = append(s.rounds[n], binary.BigEndian.Uint64(f[8:16])&^askID)
 		s.mu.Unlock()
 		out <- due{time.Now().Add(s.delay), f}
 	}

@@ -97,6 +97,7 @@ func startAgent(t *testing.T, id string, addr string) *testAgent {
 	t.Helper()
 	rec := NewRecorder()
 	a := &testAgent{id: id, srv: startEcho(t, addr), col: &collector{rec: rec}}
+	a.srv.SetID(id) // signs its echoes as the agent does once enrolled
 	a.prober = NewProber(id, rec, quietLogger())
 	a.prober.SetSendMode(sendMode)
 	ctx, cancel := context.WithCancel(context.Background())

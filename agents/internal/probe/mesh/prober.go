@@ -1,11 +1,9 @@
 package mesh
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"io"
 	"log/slog"
@@ -105,6 +103,10 @@ type Prober struct {
 	wg     sync.WaitGroup // links, readers and dialers: Run waits for them
 
 	connected atomic.Int64
+
+	idLog      identityLog
+	unverified atomic.Uint64 // ok replies from echo servers that do not sign them
+	wrongPeer  atomic.Uint64 // replies signed by another agent than the peer
 }
 
 // plan is what the pacer sends from a round on: its links and the tracker of their groups.
@@ -188,6 +190,12 @@ func (p *Prober) liveLinks() int {
 
 // Connected is the number of peers with an open connection.
 func (p *Prober) Connected() int64 { return p.connected.Load() }
+
+// UnverifiedReplies is the number of replies accepted without the peer's id.
+func (p *Prober) UnverifiedReplies() uint64 { return p.unverified.Load() }
+
+// WrongPeerReplies is the number of replies signed by another agent than the peer.
+func (p *Prober) WrongPeerReplies() uint64 { return p.wrongPeer.Load() }
 
 func validSettings(s Settings) bool {
 	return s.Enabled && s.RateHz > 0 && s.PayloadBytes >= 0 && s.PayloadBytes <= maxPayloadBytes && s.Timeout > 0
@@ -469,6 +477,7 @@ func (q *ring) pop() inflight {
 type link struct {
 	p       *Prober
 	peer    Peer
+	peerID  [16]byte // the id the peer's replies must carry
 	idx     uint16
 	payload []byte // random, fixed for the link: echoes are compared against it
 	size    int
@@ -502,7 +511,7 @@ func (p *Prober) newLink(pe Peer) *link {
 	_, _ = rand.Read(payload)
 	frame := make([]byte, headerLen+s.PayloadBytes)
 	copy(frame[headerLen:], payload)
-	l := &link{p: p, peer: pe, idx: p.rec.PeerIndex(pe.ID), payload: payload, size: s.PayloadBytes,
+	l := &link{p: p, peer: pe, peerID: senderBytes(pe.ID), idx: p.rec.PeerIndex(pe.ID), payload: payload, size: s.PayloadBytes,
 		timeout: s.Timeout, frame: frame, ctx: ctx, cancel: cancel}
 	p.liveMu.Lock()
 	p.live[l] = struct{}{}
@@ -551,7 +560,7 @@ func (l *link) send(r uint64, tr *tracker) {
 		}
 		return
 	}
-	putHeader(l.frame, l.size, r, l.p.sender)
+	putHeader(l.frame, l.size, r|askID, l.p.sender)
 	seq := l.sentSeq
 	l.sentSeq++
 	// The clock starts here, with the frame ready, right before it is handed to the socket.
@@ -798,7 +807,6 @@ var errStale = errors.New("mesh: connection replaced")
 func (l *link) read(c *rawConn, gen uint64) {
 	flen := headerLen + l.size
 	fr := newFrameReader(c, max(16<<10, 2*flen))
-	want := make([]byte, headerLen)
 	consume := func(b []byte, now time.Time) (int, int, error) {
 		used := 0
 		for len(b)-used >= flen {
@@ -811,11 +819,13 @@ func (l *link) read(c *rawConn, gen uint64) {
 			if !found {
 				continue // the reply of a message already recorded as lost
 			}
-			putHeader(want, l.size, e.round, l.p.sender)
+			chk := checkEcho(f, l.size, e.round, l.p.sender, l.peerID, l.payload)
+			l.noteEcho(chk, now)
 			switch {
-			case !bytes.Equal(f[:headerLen], want) || !bytes.Equal(f[headerLen:], l.payload):
-				l.record(e, 0, sample.StatusCorrupt)
-				if binary.BigEndian.Uint32(f[0:4]) != frameMagic {
+			case chk.st != sample.StatusOK:
+				// Not the peer's echo of this message: a loss with its reason, never an RTT.
+				l.record(e, 0, chk.st)
+				if chk.resync {
 					return used, flen, io.ErrUnexpectedEOF // framing is lost: start a clean connection
 				}
 			case now.Sub(e.sent) > l.timeout:

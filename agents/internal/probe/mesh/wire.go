@@ -13,13 +13,21 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Frame layout (big endian): magic u32 | payload length u32 | round u64 | sender id [16] | payload.
+// Frame layout (big endian): magic u32 | payload length u32 | round u64 | id [16] | payload.
+// A message is an "SWM1" frame carrying the sender's id. The top bit of its round field
+// (askID) asks the echo server to prove who it is: its reply is then the same frame as an
+// "SWM2" frame carrying the responder's id instead. Any other frame, and every frame at an
+// echo server that knows no id, comes back byte for byte: an agent of the previous version
+// echoes asked frames that way too, which the prober accepts as an unverified reply.
 const (
 	headerLen       = 32
-	frameMagic      = 0x53574d31 // "SWM1"
+	frameMagic      = 0x53574d31 // "SWM1": a message, or an echo that proves nothing
+	replyMagic      = 0x53574d32 // "SWM2": an echo carrying the responder's id
+	askID           = uint64(1) << 63
 	maxPayloadBytes = 16 << 20
 )
 
@@ -43,13 +51,21 @@ func putHeader(b []byte, payload int, round uint64, sender [16]byte) {
 	copy(b[16:32], sender[:])
 }
 
-// EchoServer answers every frame it receives with the same bytes on the same connection.
+// EchoServer answers every frame it receives with the same bytes on the same connection,
+// signed with its agent's id when the sender asks for it.
 type EchoServer struct {
 	ln  net.Listener
 	log *slog.Logger
+	id  atomic.Pointer[[16]byte] // nil until SetID: asked frames come back as they are
 	wg  sync.WaitGroup
 	mu  sync.Mutex
 	cs  map[net.Conn]struct{}
+}
+
+// SetID is the agent id the server puts in the replies that ask for it; set it before Serve.
+func (s *EchoServer) SetID(id string) {
+	b := senderBytes(id)
+	s.id.Store(&b)
 }
 
 // Listen opens the echo listener on addr (e.g. ":7300" or "127.0.0.1:0").
@@ -141,6 +157,11 @@ func (s *EchoServer) echo(c net.Conn, rc *rawConn) {
 			if len(b)-used < headerLen+n {
 				need = headerLen + n
 				break
+			}
+			if id := s.id.Load(); id != nil && binary.BigEndian.Uint64(h[8:16])&askID != 0 {
+				// Signed in place: the bytes go back from this buffer and are consumed.
+				binary.BigEndian.PutUint32(h[0:4], replyMagic)
+				copy(h[16:32], id[:])
 			}
 			used += headerLen + n
 		}

@@ -2,6 +2,7 @@
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
@@ -15,6 +16,7 @@ from stormwatch.api.deps import (
     SettingsDep,
     get_owned,
 )
+from stormwatch.api.errors import value_error
 from stormwatch.api.throttle import (
     address_key,
     client_address,
@@ -22,6 +24,7 @@ from stormwatch.api.throttle import (
     refuse_if_blocked,
     token_address_policy,
 )
+from stormwatch.core.config import Settings
 from stormwatch.models import Agent, AgentPair
 from stormwatch.schemas.agents import (
     AgentPairPublic,
@@ -31,22 +34,36 @@ from stormwatch.schemas.agents import (
     EnrollResponse,
     QuorumGroupPublic,
 )
-from stormwatch.schemas.errors import NOT_FOUND
+from stormwatch.schemas.errors import NOT_FOUND, ErrorBody
 from stormwatch.services import agents as agent_service
+from stormwatch.services import mesh_address
 
 router = APIRouter(tags=["agents"])
 
 ONLINE_WITHIN = timedelta(minutes=2)
+MESH_ADDRESS_422: dict[int | str, dict[str, Any]] = {422: {"model": ErrorBody, "description": (
+    "Invalid input; a mesh_address peers could not reach is refused naming `mesh_address`")}}
+
+
+def _check_mesh_address(address: str | None, request: Request, settings: Settings) -> None:
+    """422 for a mesh address peers could not reach from where this agent asks."""
+    why = address and mesh_address.refusal(address, client_address(request, settings),
+                                           settings.mesh_address_allow_networks)
+    if why:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
+                            value_error(["body", "mesh_address"], why))
 
 
 @router.post("/agents/enroll", response_model=EnrollResponse,
              status_code=status.HTTP_201_CREATED,
-             responses={401: {"description": "Unknown, revoked or expired enrollment token"},
+             responses={**MESH_ADDRESS_422,
+                        401: {"description": "Unknown, revoked or expired enrollment token"},
                         429: {"description": "Too many failed credentials from this address; "
                                              "retry after Retry-After"}})
 async def enroll(body: EnrollRequest, request: Request, session: SessionDep,
                  settings: SettingsDep) -> EnrollResponse:
     # Shares the per-address count of API keys and agent tokens: all are guessed the same way.
+    _check_mesh_address(body.mesh_address, request, settings)
     address = address_key("token", client_address(request, settings))
     await refuse_if_blocked("enrollment", [address])
     async with agent_service.enrollment_slot(body.enrollment_token):
@@ -71,8 +88,11 @@ async def agent_config(request: Request, agent: AgentDep, session: SessionDep) -
     return JSONResponse(config, headers={"ETag": etag, "Cache-Control": "no-store"})
 
 
-@router.patch("/agent/self", status_code=status.HTTP_204_NO_CONTENT)
-async def update_self(body: AgentSelfUpdate, agent: AgentDep, session: SessionDep) -> Response:
+@router.patch("/agent/self", status_code=status.HTTP_204_NO_CONTENT,
+              responses=MESH_ADDRESS_422)
+async def update_self(body: AgentSelfUpdate, request: Request, agent: AgentDep,
+                      session: SessionDep, settings: SettingsDep) -> Response:
+    _check_mesh_address(body.mesh_address, request, settings)
     try:
         await agent_service.update_self(
             session, agent, body.agent_version, body.mesh_address,

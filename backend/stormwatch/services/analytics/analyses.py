@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from stormwatch.models.samples import SAMPLE_STATUSES
+from stormwatch.models.samples import MESH_STATUSES
 from stormwatch.services.analytics.changepoints import cyclical_pattern, level_shifts
 from stormwatch.services.analytics.coverage import data_start
 from stormwatch.services.analytics.detours import PathRtt, find_detours, path_key
@@ -573,10 +573,10 @@ async def series_csv_filename(session: AsyncSession, org_id: uuid.UUID, kind: st
 
 async def loss_reasons(session: AsyncSession, org_id: uuid.UUID, f: Filters) -> dict[str, Any]:
     """Why the selected pairs' lost rounds were lost: counts by status (timeout, refused,
-    error, corrupt), as the agents recorded them, over the part of the range raw samples
+    error, corrupt, wrong_peer), as the agents recorded them, over the part of the range raw samples
     hold."""
     counts, start, end = await mesh_status_counts(session, org_id, f)
     reasons = [{"status": code, "reason": name, "count": counts.get(code, 0)}
-               for code, name in enumerate(SAMPLE_STATUSES) if code]
+               for code, name in sorted(MESH_STATUSES.items()) if code]
     return {"start": start, "end": end, "complete": start <= f.start,
             "lost": sum(counts.values()), "reasons": reasons}

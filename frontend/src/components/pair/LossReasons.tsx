@@ -24,7 +24,7 @@ export function LossReasons({ data, error }: { data: LossReasonsVM | undefined; 
         </tbody>
       </table>
       <p className="muted">
-        Lost rounds by the reason the agent recorded: timeout (no echo in time), refused (the peer's port was closed), error (a reset connection), corrupt (the echo did not match).
+        Lost rounds by the reason the agent recorded: timeout (no echo in time), refused (the peer's port was closed), error (a reset connection), corrupt (the echo did not match), wrong_peer (another agent answered at the peer's address).
         {!data.complete && ` Counted from ${formatTime(data.startMs, 2 * 86_400_000)} UTC: raw samples before it are gone or beyond the 7 days these counts read.`}
       </p>
     </div>
