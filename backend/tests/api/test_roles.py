@@ -109,7 +109,7 @@ ACCESS: dict[tuple[str, str], str] = {
     **{("GET", f"/api/v1/analytics/{p}"): "read" for p in (
         "{kind}/summary", "{kind}/series", "{kind}/series.csv", "{kind}/distribution",
         "{kind}/boxplots", "{kind}/heatmap", "{kind}/level-shifts", "{kind}/cycles",
-        "{kind}/asymmetry", "{kind}/welch", "{kind}/cv-rmse", "mesh/detours",
+        "{kind}/asymmetry", "{kind}/welch", "{kind}/cv-rmse", "mesh/detours", "mesh/loss-reasons",
         "quorum/compare", "storage/comparison", "storage/daily-medians",
         "storage/replication")},
 }
