@@ -150,3 +150,13 @@ def test_hsts_on_every_response_served_over_tls(tls, api):
             assert r.headers.get("strict-transport-security") == "max-age=31536000", (
                 r.request.url.path, r.headers)
     assert "strict-transport-security" not in api.get("/overview").headers
+
+
+def test_nginx_sends_the_same_headers_as_the_api() -> None:
+    from stormwatch.api.security_headers import APP_POLICY
+
+    conf = (Path(__file__).resolve().parents[3] / "frontend" / "nginx.conf").read_text()
+    sent = dict(re.findall(r'^\s*add_header (\S+) "([^"]*)" always;', conf, re.M))
+    assert sent == {"Content-Security-Policy": APP_POLICY, "X-Content-Type-Options": "nosniff",
+                    "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
+                    "Cross-Origin-Opener-Policy": "same-origin"}, sent
