@@ -7,6 +7,8 @@ import base64
 import hashlib
 import re
 import ssl
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -160,3 +162,44 @@ def test_nginx_sends_the_same_headers_as_the_api() -> None:
     assert sent == {"Content-Security-Policy": APP_POLICY, "X-Content-Type-Options": "nosniff",
                     "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
                     "Cross-Origin-Opener-Policy": "same-origin"}, sent
+
+
+def app_with_a_fault() -> object:
+    """The API plus one route that fails unexpectedly (uvicorn --factory target)."""
+    from stormwatch.main import create_app
+
+    app = create_app()
+
+    @app.get("/api/v1/test-fault")
+    async def fault() -> None:
+        raise RuntimeError("an unexpected fault")
+
+    # Ahead of the UI's catch-all route, which would answer 404.
+    app.router.routes.insert(0, app.router.routes.pop())
+    return app
+
+
+class FaultyApiServer(ApiServer):
+    def start(self) -> None:
+        from stormwatch.devtools.services import wait_for_port
+
+        with open(self.log, "ab") as logf:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "uvicorn", "--factory",
+                 "tests.api.test_security_headers:app_with_a_fault", "--host", "127.0.0.1",
+                 "--port", str(self.port), "--log-level", "critical"],
+                env=self.env, cwd=Path(__file__).resolve().parents[2], stdout=logf,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for_port(self.port, 60, self.proc)
+
+
+def test_an_unexpected_500_carries_the_headers_too(services: Services) -> None:
+    server = FaultyApiServer(services)
+    server.start()
+    try:
+        with server.client() as c:
+            r = c.get("/api/v1/test-fault")
+            assert r.status_code == 500, r.text
+            assert_secured(r)
+    finally:
+        server.stop()
