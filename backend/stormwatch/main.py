@@ -25,6 +25,7 @@ from fastapi.responses import (
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp
 
 from stormwatch import __version__
 from stormwatch.api.deps import reject_unknown_query
@@ -44,6 +45,7 @@ from stormwatch.api.routes import (
     throughput,
     vocabularies,
 )
+from stormwatch.api.security_headers import SecurityHeaders, policy_for_inline_scripts
 from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_engine
 from stormwatch.core.logging import setup_logging
@@ -112,10 +114,16 @@ def _is_connection_error(exc: BaseException) -> bool:
     return False
 
 
+class StormwatchAPI(FastAPI):
+    def build_middleware_stack(self) -> ASGIApp:
+        # Outside the server-error middleware, so even the 500 it writes has the headers.
+        return SecurityHeaders(super().build_middleware_stack(), get_settings())
+
+
 def create_app() -> FastAPI:
     settings = get_settings()
     setup_logging(settings.log_level)
-    app = FastAPI(
+    app = StormwatchAPI(
         title="Stormwatch API",
         version=__version__,
         description="Latency of the public cloud: mesh RTT, object storage, throughput. "
@@ -193,17 +201,24 @@ def _mount_docs(app: FastAPI) -> None:
     @app.get(DOCS_URL, include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
         root = request.scope.get("root_path", "")
-        return get_swagger_ui_html(
+        return _with_own_inline_scripts(get_swagger_ui_html(
             openapi_url=f"{root}{app.openapi_url}", title=f"{app.title} - Swagger UI",
             oauth2_redirect_url=f"{root}{oauth2_redirect}",
             swagger_js_url=f"{root}{DOCS_ASSETS_URL}/swagger-ui-bundle.js",
             swagger_css_url=f"{root}{DOCS_ASSETS_URL}/swagger-ui.css",
             swagger_favicon_url=f"{root}{DOCS_ASSETS_URL}/favicon.png",
-            swagger_ui_parameters=app.swagger_ui_parameters)
+            swagger_ui_parameters=app.swagger_ui_parameters))
 
     @app.get(oauth2_redirect, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:
-        return get_swagger_ui_oauth2_redirect_html()
+        return _with_own_inline_scripts(get_swagger_ui_oauth2_redirect_html())
+
+
+def _with_own_inline_scripts(page: HTMLResponse) -> HTMLResponse:
+    """Swagger UI's pages start it with an inline script: their policy allows that script by
+    its hash (and nothing else inline), instead of 'unsafe-inline'."""
+    page.headers["Content-Security-Policy"] = policy_for_inline_scripts(bytes(page.body).decode())
+    return page
 
 
 def _mount_ui(app: FastAPI, dist: Path) -> None:

@@ -100,9 +100,11 @@ def db(services: Services) -> Iterator[Engine]:
 class ApiServer:
     """The API as a real process on a fixed port, so it can be stopped and restarted."""
 
-    def __init__(self, services: Services, extra_env: dict[str, str] | None = None) -> None:
+    def __init__(self, services: Services, extra_env: dict[str, str] | None = None,
+                 args: list[str] | None = None, scheme: str = "http") -> None:
         self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.base_url = f"{scheme}://127.0.0.1:{self.port}"
+        self.args = args or []
         self.env = {**os.environ, "DATABASE_URL": services.database_url,
                     "REDIS_URL": services.redis_url, "PYTHONPATH": str(REPO / "backend"),
                     **(extra_env or {})}
@@ -113,7 +115,7 @@ class ApiServer:
         with open(self.log, "ab") as logf:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "uvicorn", "stormwatch.main:app", "--host", "127.0.0.1",
-                 "--port", str(self.port), "--log-level", "warning"],
+                 "--port", str(self.port), "--log-level", "warning", *self.args],
                 env=self.env, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
                 start_new_session=True)
         try:

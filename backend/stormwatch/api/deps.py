@@ -26,7 +26,7 @@ from stormwatch.core.config import Settings, get_settings
 from stormwatch.core.db import get_sessionmaker
 from stormwatch.core.security import constant_time_equals, hash_token, token_kind
 from stormwatch.models import Agent, ApiKey, User
-from stormwatch.services.accounts import find_session
+from stormwatch.services.accounts import SessionLimits, find_session
 
 SESSION_COOKIE = "sw_session"
 CSRF_COOKIE = "sw_csrf"
@@ -82,6 +82,11 @@ async def _agent_from_token(session: AsyncSession, token: str) -> Agent:
     return agent
 
 
+def session_limits(settings: Settings) -> SessionLimits:
+    return SessionLimits(idle=timedelta(minutes=settings.session_idle_timeout_min),
+                         absolute=timedelta(hours=settings.session_absolute_timeout_h))
+
+
 async def get_principal(request: Request, session: SessionDep) -> Principal:
     token = _bearer(request)
     if token is not None:
@@ -98,7 +103,7 @@ async def get_principal(request: Request, session: SessionDep) -> Principal:
     cookie = request.cookies.get(SESSION_COOKIE)
     if not cookie:
         raise _unauthorized("not logged in")
-    row = await find_session(session, cookie)
+    row = await find_session(session, cookie, session_limits(get_settings()))
     if row is None:
         raise _unauthorized("session expired, log in again")
     if request.method in UNSAFE_METHODS:

@@ -1,4 +1,5 @@
-"""Who the client is (its address) and the 429 that ends a run of failed credentials."""
+"""Who the client is (its address, whether it used TLS) and the 429 that ends a run of
+failed credentials."""
 
 from __future__ import annotations
 
@@ -29,6 +30,19 @@ def client_address(request: Request, settings: Settings) -> str:
         if not _is_in(hop, trusted):
             return hop
     return hops[0] if hops else peer
+
+
+def came_over_tls(request: Request, settings: Settings) -> bool:
+    """TLS to this server, or to a trusted proxy that says so in X-Forwarded-Proto (its
+    right-most value: the one the nearest proxy wrote, not what the client put before it)."""
+    if request.url.scheme == "https":
+        return True
+    peer = request.client.host if request.client else "unknown"
+    if not _is_in(peer, settings.trusted_proxy_networks):
+        return False
+    protos = [p.strip().lower() for p in
+              ",".join(request.headers.getlist("x-forwarded-proto")).split(",") if p.strip()]
+    return bool(protos) and protos[-1] == "https"
 
 
 def _is_in(address: str, networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> bool:

@@ -23,7 +23,12 @@ class Settings(BaseSettings):
     # Off by default: `make run` serves plain http://127.0.0.1, where a Secure cookie would
     # never be sent back. docker-compose.yml (behind TLS) sets COOKIE_SECURE=true.
     cookie_secure: bool = False
-    session_ttl_hours: int = 24 * 7
+    # A session ends after this long without a request, and this long after login however
+    # active (the UI's own refreshes count as activity, so the second bounds a wall screen).
+    session_idle_timeout_min: int = Field(default=60, ge=1)
+    session_absolute_timeout_h: int = Field(default=12, ge=1)
+    # Strict-Transport-Security max-age on responses served over TLS; 0 sends none.
+    hsts_max_age_s: int = Field(default=365 * 86400, ge=0)
 
     raw_retention_days: int = 14
     rollup_retention_days: int = 400

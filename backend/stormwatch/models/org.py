@@ -49,11 +49,15 @@ class UserSession(Base):
     __tablename__ = "user_sessions"
 
     token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
-    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    user_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"),
+                                               index=True)
     org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
     csrf_token: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = created_at_col()
+    # The absolute timeout as it was at login; a lower setting later applies too.
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    # Moved forward at most once a minute: the idle timeout counts from here.
+    last_seen_at: Mapped[datetime] = created_at_col()
 
 
 class ApiKey(Base):

@@ -9,6 +9,12 @@ class LoginRequest(BaseModel):
     password: str = Field(min_length=1, max_length=500)
 
 
+class PasswordChange(BaseModel):
+    current_password: str = Field(min_length=1, max_length=500)
+    # The same rule as for a new user's password.
+    new_password: str = Field(min_length=12, max_length=500)
+
+
 class Me(BaseModel):
     user_id: uuid.UUID | None
     email: str | None

@@ -24,6 +24,7 @@ POLICIES: dict[str, frozenset[str]] = {
     "manage": frozenset({"admin", "api_key"}),                     # the admin role
     "manage_in_person": frozenset({"admin"}),                      # grants access to others
     "agent": frozenset({"agent"}),                                 # the agent's own token
+    "in_person": frozenset({"admin", "viewer"}),                   # a signed-in person
 }
 
 ACCESS: dict[tuple[str, str], str] = {
@@ -31,6 +32,7 @@ ACCESS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/auth/login"): "public",
     ("POST", "/api/v1/auth/logout"): "signed_in",
     ("GET", "/api/v1/auth/me"): "signed_in",
+    ("POST", "/api/v1/auth/password"): "in_person",
     ("POST", "/api/v1/agents/enroll"): "public",  # the enrollment token in the body
     ("GET", "/api/v1/agent/config"): "agent",
     ("PATCH", "/api/v1/agent/self"): "agent",
@@ -160,7 +162,10 @@ def callers(api_server, make_org) -> Iterator[dict[str, Caller]]:
     org = make_org()
     with api_server.client() as c:
         def login(email: str, password: str) -> Caller:
-            r = c.post("/api/v1/auth/login", json={"email": email, "password": password})
+            # Each person from a browser of their own: a login ends the session it is sent with.
+            with api_server.client() as browser:
+                r = browser.post("/api/v1/auth/login",
+                                 json={"email": email, "password": password})
             assert r.status_code == 200, r.text
             return Caller({"X-CSRF-Token": r.cookies["sw_csrf"]}, dict(r.cookies))
 

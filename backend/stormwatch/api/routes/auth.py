@@ -1,8 +1,7 @@
 """Login and logout for people; the session lives in an httpOnly cookie."""
 
-from datetime import timedelta
-
 from fastapi import APIRouter, HTTPException, Request, Response, status
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.api.deps import (
     CSRF_COOKIE,
@@ -10,6 +9,8 @@ from stormwatch.api.deps import (
     PrincipalDep,
     SessionDep,
     SettingsDep,
+    UserPrincipalDep,
+    session_limits,
 )
 from stormwatch.api.throttle import (
     address_key,
@@ -20,10 +21,11 @@ from stormwatch.api.throttle import (
     login_address_policy,
     refuse_if_blocked,
 )
+from stormwatch.core.config import Settings
 from stormwatch.core.redis import get_redis
-from stormwatch.core.security import hash_token
+from stormwatch.core.security import hash_token, verify_password
 from stormwatch.models import Org, User, UserSession
-from stormwatch.schemas.auth import LoginRequest, Me
+from stormwatch.schemas.auth import LoginRequest, Me, PasswordChange
 from stormwatch.services import accounts, ratelimit
 
 router = APIRouter(prefix="/auth", tags=["auth"])
@@ -46,11 +48,19 @@ async def login(body: LoginRequest, request: Request, response: Response, sessio
                                       (address, login_address_policy(settings))])
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "wrong email or password")
     await ratelimit.forget(get_redis(), account)
-    ttl = timedelta(hours=settings.session_ttl_hours)
-    token, csrf = await accounts.open_session(session, user, ttl)
+    return await _signed_in(request, response, session, settings, user)
+
+
+async def _signed_in(request: Request, response: Response, session: AsyncSession,
+                     settings: Settings, user: User) -> Me:
+    """Opens a new session for `user` (ending the one the request came with) and sets its
+    cookies on `response`."""
+    limits = session_limits(settings)
+    token, csrf = await accounts.open_session(session, user, limits,
+                                              replaces=request.cookies.get(SESSION_COOKIE))
     org = await session.get(Org, user.org_id)
     await session.commit()
-    max_age = int(ttl.total_seconds())
+    max_age = int(limits.absolute.total_seconds())
     response.set_cookie(SESSION_COOKIE, token, max_age=max_age, httponly=True,
                         secure=settings.cookie_secure, samesite="lax", path="/")
     # Readable by the UI's script so it can echo it in X-CSRF-Token (double submit).
@@ -59,6 +69,29 @@ async def login(body: LoginRequest, request: Request, response: Response, sessio
     assert org is not None
     return Me(user_id=user.id, email=user.email, org_id=user.org_id, org_name=org.name,
               kind="user", role="admin" if user.role == "admin" else "viewer", csrf_token=csrf)
+
+
+@router.post("/password", response_model=Me,
+             responses={403: {"description": "The current password is wrong, or the caller "
+                                             "is not a signed-in person"},
+                        429: {"description": "Too many wrong passwords for this account; "
+                                             "retry after Retry-After"}})
+async def change_password(body: PasswordChange, request: Request, response: Response,
+                          principal: UserPrincipalDep, session: SessionDep,
+                          settings: SettingsDep) -> Me:
+    """Changes the signed-in person's password. Every session of theirs ends (other
+    browsers are signed out); this one continues on a new session, whose cookies are set."""
+    user = await session.get(User, principal.user_id)
+    if user is None:
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "not logged in")
+    # A stolen session must not become a way to guess the password: same count as logins.
+    account = login_account_key(user.email)
+    await refuse_if_blocked("login", [account])
+    if not verify_password(user.password_hash, body.current_password):
+        await count_failure("login", [(account, login_account_policy(settings))])
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "current_password is wrong")
+    await accounts.change_password(session, user, body.new_password)
+    return await _signed_in(request, response, session, settings, user)
 
 
 @router.post("/logout", status_code=status.HTTP_204_NO_CONTENT)

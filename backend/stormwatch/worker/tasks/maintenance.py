@@ -35,7 +35,13 @@ def enforce_raw_retention() -> dict[str, int]:
 
 @celery_app.task(name="stormwatch.purge_expired_sessions")
 def purge_expired_sessions() -> int:
+    settings = get_settings()
     with get_sync_engine().begin() as conn:
-        return conn.execute(text("DELETE FROM user_sessions WHERE expires_at < now()")).rowcount
+        return conn.execute(text(
+            "DELETE FROM user_sessions WHERE expires_at < now() "
+            "OR created_at < now() - make_interval(hours => :absolute_h) "
+            "OR last_seen_at < now() - make_interval(mins => :idle_min)"),
+            {"absolute_h": settings.session_absolute_timeout_h,
+             "idle_min": settings.session_idle_timeout_min}).rowcount
 
 
