@@ -83,3 +83,25 @@ class OrgUpdate(BaseModel):
     raw_retention_days: int | None = Field(default=None, ge=1, le=90)
     rollup_retention_days: int | None = Field(default=None, ge=7, le=3650)
     mesh_settings: MeshSettings | None = None
+
+
+class InvitationCreate(BaseModel):
+    email: str = Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+    role: str = Field(default="viewer", pattern="^(admin|viewer)$")
+
+
+class InvitationPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    email: str
+    role: str
+    created_at: datetime
+    expires_at: datetime
+
+
+class InvitationCreated(InvitationPublic):
+    email_sent: bool
+    # The link itself, shown this once, when no mail carried it: the admin passes it on.
+    invite_url: str | None = None
+    detail: str
