@@ -153,3 +153,17 @@ def test_an_org_sees_and_withdraws_only_its_own_invitations(api_server, make_org
         assert b.get("/api/v1/invitations").json() == []
         assert b.delete(f"/api/v1/invitations/{created['id']}").status_code == 404
         assert len(a.get("/api/v1/invitations").json()) == 1
+
+
+def test_a_refused_mail_shows_the_link_and_not_the_relays_reply(mail_api, make_org):
+    org = make_org()
+    email = fresh_email()
+    mail_api.smtp.sink.reject_data = "550 5.7.1 relaying denied for internal-relay-7"
+    try:
+        with logged_in(mail_api.server, org.email, org.password) as admin:
+            created = invite(admin, email)
+    finally:
+        mail_api.smtp.sink.reject_data = None
+    assert created["email_sent"] is False and "could not be sent" in created["detail"]
+    assert "internal-relay-7" not in created["detail"]
+    assert created["invite_url"].startswith(f"{mail_api.server.base_url}/accept-invite#token=")

@@ -45,9 +45,11 @@ async def create_invitation(body: InvitationCreate, principal: AdminUserDep,
     if failure is None:
         return InvitationCreated(**public, email_sent=True,
                                  detail=f"invitation mailed to {link.row.email}")
+    # The relay's own reply is the operator's business (logged), not the org's.
+    why = failure if not system_mail.configured(settings) else "the mail could not be sent"
     return InvitationCreated(**public, email_sent=False, invite_url=url,
-                             detail=f"not mailed ({failure}): pass this link on yourself; it "
-                                    "is shown only this once")
+                             detail=f"not mailed ({why}): pass this link on yourself; it is "
+                                    "shown only this once")
 
 
 @router.delete("/invitations/{invitation_id}", status_code=status.HTTP_204_NO_CONTENT,
