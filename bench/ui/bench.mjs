@@ -61,7 +61,7 @@ try {
   await page.goto(`${info.url}/overview`);
   await page.getByLabel("Email").fill(info.email);
   await page.getByLabel("Password").fill(info.password);
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
   await page.getByRole("navigation", { name: "Main" }).waitFor();
 
   // Interactive = the 24 h heatmap is drawn with every pair as a focusable button, measured

@@ -8,6 +8,7 @@ import { NAV } from "./nav";
 import { linkTo, navigate, useLocation } from "./lib/router";
 import { useTheme } from "./lib/theme";
 import { Login } from "./pages/Login";
+import { AcceptInvite, ForgotPassword, ResetPassword } from "./pages/AccountLinks";
 
 // Pages load on demand: the charts library only arrives with the first chart page.
 const loadOverview = () => import("./pages/Overview");
@@ -99,6 +100,14 @@ export function App() {
     if (path === "/" || path === "") navigate(`/overview${window.location.search}`, { replace: true });
   }, [path]);
 
+  const signedIn = (me: Me) => {
+    setAuth({ state: "in", me });
+    navigate("/overview", { replace: true }); // replaces the link's address, token and all
+  };
+  // The pages of mailed links and of a forgotten password work signed in or not.
+  if (path === "/accept-invite") return <AcceptInvite onDone={signedIn} />;
+  if (path === "/reset-password") return <ResetPassword onDone={signedIn} />;
+  if (path === "/forgot-password" && auth.state !== "in") return <ForgotPassword />;
   if (auth.state === "checking") return <Loading what="Starting" />;
   if (auth.state === "error") return <ErrorState error={auth.error} onRetry={() => window.location.reload()} />;
   if (auth.state === "out") {

@@ -3,8 +3,9 @@
 import ipaddress
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -61,13 +62,26 @@ class Settings(BaseSettings):
     trusted_proxies: str = ""
 
     # Where people open the UI; links in notifications are this plus the alert's view path.
-    public_base_url: str = "http://127.0.0.1:8000"
+    public_base_url: str = Field(default="http://127.0.0.1:8000",
+                                 validation_alias=AliasChoices("public_base_url", "public_url"))
     # Outbox retries of transient failures: base * 2^(attempt-1), capped, at most N attempts.
     notify_max_attempts: int = Field(default=6, ge=1, le=50)
     notify_retry_base_s: float = Field(default=10.0, gt=0)
     notify_retry_max_s: float = Field(default=600.0, gt=0)
     # A claimed delivery not marked within this is taken as lost with its worker and resumed.
     notify_lease_s: float = Field(default=120.0, gt=0)
+
+    # The operator's SMTP relay for system mail (invitations, password resets), sent like
+    # email alerts; with no SMTP_HOST no such mail is sent (invite links are shown instead).
+    smtp_host: str | None = None
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_security: Literal["starttls", "tls", "none"] = "starttls"
+    smtp_user: str | None = None
+    smtp_password: str | None = None
+    smtp_from: str = Field(default="stormwatch@localhost", pattern=r"^[^@\s]+@[^@\s]+$")
+    # How long a link sent by mail stays valid (single use either way).
+    invite_ttl_hours: float = Field(default=24 * 7, gt=0)
+    reset_ttl_minutes: float = Field(default=60, gt=0)
 
     # Addresses orgs may make the server connect to although they are not global (loopback,
     # private, link-local): CIDRs or exact host names, comma separated. Empty: none.

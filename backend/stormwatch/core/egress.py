@@ -344,3 +344,53 @@ async def post(url: str, *, content: bytes, headers: dict[str, str], timeout_s: 
                 last = exc  # the next checked address may answer
     assert last is not None
     raise last
+
+
+MAX_DOCUMENT_BYTES = 1024 * 1024  # an OpenID discovery document, a key set, a token reply
+
+
+class DocumentError(EgressError):
+    """The server answered, but not with a JSON object of bounded size."""
+
+
+async def fetch_json(method: str, url: str, *, timeout_s: float,
+                     content: bytes | None = None, headers: dict[str, str] | None = None,
+                     policy: Policy | None = None) -> tuple[int, dict[str, object]]:
+    """(status, JSON object) from a checked address of the URL's host, like `post`, for
+    protocols whose replies the server itself must read (OpenID Connect). The document is
+    parsed here and never handed back to the org as such. Raises EgressRefused,
+    EgressUnresolved, DocumentError, httpx.HTTPError or TimeoutError."""
+    host, port = url_host_port(url)
+    u = httpx.URL(url)
+    found = await addresses(host, port, policy)
+    hdrs = {**(headers or {}), "host": u.netloc.decode("ascii"), "accept-encoding": "identity",
+            "accept": "application/json"}
+    ext = {"sni_hostname": host} if u.scheme == "https" and literal_ip(host) is None else {}
+    last: Exception | None = None
+    async with asyncio.timeout(timeout_s * 2):
+        for addr in found:
+            pinned = u.copy_with(host=str(addr))
+            client = httpx.AsyncClient(timeout=httpx.Timeout(timeout_s),
+                                       follow_redirects=False, trust_env=False)
+            try:
+                async with client, client.stream(method, pinned, content=content,
+                                                 headers=hdrs, extensions=ext) as resp:
+                    body = bytearray()
+                    async for chunk in resp.aiter_raw():
+                        body += chunk
+                        if len(body) > MAX_DOCUMENT_BYTES:
+                            raise DocumentError(f"{url}: reply larger than "
+                                                f"{MAX_DOCUMENT_BYTES} bytes")
+                    try:
+                        doc = json.loads(bytes(body))
+                    except ValueError as exc:
+                        raise DocumentError(f"{url}: HTTP {resp.status_code}, not JSON"
+                                            ) from exc
+                    if not isinstance(doc, dict):
+                        raise DocumentError(f"{url}: HTTP {resp.status_code}, not a JSON "
+                                            "object")
+                    return resp.status_code, doc
+            except httpx.ConnectError as exc:
+                last = exc
+    assert last is not None
+    raise last

@@ -19,6 +19,8 @@ TOKEN_KINDS = {
     "agent": "swa",
     "enrollment": "swe",
     "session": "sws",
+    "invite": "swi",
+    "reset": "swr",
 }
 _PREFIX_LEN = 8
 _ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"

@@ -14,7 +14,7 @@ from stormwatch.models.notifications import (
     NotificationDelivery,
     Silence,
 )
-from stormwatch.models.org import ApiKey, Org, User, UserSession
+from stormwatch.models.org import AccountLink, ApiKey, OidcConfig, OidcLogin, Org, User, UserSession
 from stormwatch.models.samples import (
     RAW_ORG_FILTER,
     RAW_TABLES,
@@ -34,6 +34,9 @@ from stormwatch.models.throughput import (
 )
 
 __all__ = [
+    "AccountLink",
+    "OidcConfig",
+    "OidcLogin",
     "AdvisorResult",
     "RAW_ORG_FILTER",
     "RAW_TABLES",

@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, ForeignKey, String, text
+from sqlalchemy import DateTime, ForeignKey, String, Text, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -74,3 +74,56 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = created_at_col()
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class AccountLink(Base):
+    """A single-use link sent by mail: an invitation (sets the password of a new user) or a
+    password reset (of an existing one); the link holds the token, the row its hash."""
+
+    __tablename__ = "account_links"
+
+    id: Mapped[uuid.UUID] = uuid_pk()
+    purpose: Mapped[str] = mapped_column(String(10))  # "invite" | "reset"
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    email: Mapped[str] = mapped_column(String(320))
+    role: Mapped[str] = mapped_column(String(20))
+    user_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    created_by: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"))
+    created_at: Mapped[datetime] = created_at_col()
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class OidcConfig(Base):
+    """An org's own OpenID Connect provider; the client secret is stored encrypted."""
+
+    __tablename__ = "oidc_configs"
+
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"),
+                                              primary_key=True)
+    issuer_url: Mapped[str] = mapped_column(String(500))
+    client_id: Mapped[str] = mapped_column(String(300))
+    client_secret_enc: Mapped[str] = mapped_column(Text)
+    default_role: Mapped[str] = mapped_column(String(20))
+    # Lower-case domains whose addresses may sign in; empty: any the provider verified.
+    allowed_domains: Mapped[list[str]] = mapped_column(
+        JSONB, server_default=text("'[]'::jsonb"), default=list)
+    created_at: Mapped[datetime] = created_at_col()
+    updated_at: Mapped[datetime] = created_at_col()
+
+
+class OidcLogin(Base):
+    """A sign-in started at the provider: what the callback needs to finish it, once."""
+
+    __tablename__ = "oidc_logins"
+
+    state_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    code_verifier: Mapped[str] = mapped_column(String(200))
+    nonce: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = created_at_col()
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)

@@ -55,13 +55,29 @@ def _tls_context(cfg: EmailConfig) -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
+def build_text_email(cfg: EmailConfig, subject: str, text: str) -> EmailMessage:
+    """A plain-text message of the server itself (an invitation, a reset link)."""
+    msg = EmailMessage()
+    msg["Subject"] = subject
+    msg["From"] = cfg.from_address
+    msg["To"] = ", ".join(cfg.to_addresses)
+    msg["Date"] = formatdate(localtime=False, usegmt=True)
+    domain = cfg.from_address.rpartition("@")[2] or "stormwatch.invalid"
+    msg["Message-ID"] = make_msgid(domain=domain)
+    msg.set_content(text)
+    return msg
+
+
 class EmailChannel:
     def __init__(self, cfg: EmailConfig) -> None:
         self.cfg = cfg
 
     async def send(self, message: Message, idempotency_key: str) -> str:
+        return await self.deliver(build_email(self.cfg, message, idempotency_key))
+
+    async def deliver(self, email: EmailMessage) -> str:
+        """Sends a built message through the egress policy; the reply or a typed error."""
         cfg = self.cfg
-        email = build_email(cfg, message, idempotency_key)
         host = cfg.host.strip("[]")
         try:
             sock = await egress.open_tcp(host, cfg.port, cfg.timeout_s)

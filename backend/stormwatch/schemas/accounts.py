@@ -1,5 +1,6 @@
 import uuid
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
@@ -83,3 +84,51 @@ class OrgUpdate(BaseModel):
     raw_retention_days: int | None = Field(default=None, ge=1, le=90)
     rollup_retention_days: int | None = Field(default=None, ge=7, le=3650)
     mesh_settings: MeshSettings | None = None
+
+
+class InvitationCreate(BaseModel):
+    email: str = Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+    role: str = Field(default="viewer", pattern="^(admin|viewer)$")
+
+
+class InvitationPublic(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    email: str
+    role: str
+    created_at: datetime
+    expires_at: datetime
+
+
+class InvitationCreated(InvitationPublic):
+    email_sent: bool
+    # The link itself, shown this once, when no mail carried it: the admin passes it on.
+    invite_url: str | None = None
+    detail: str
+
+
+_DOMAIN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)+$"
+
+Domain = Annotated[str, Field(max_length=253, pattern=_DOMAIN)]
+
+
+class OidcConfigUpdate(BaseModel):
+    issuer_url: str = Field(min_length=8, max_length=500)
+    client_id: str = Field(min_length=1, max_length=300)
+    # Write-only; left out on a later save, the stored one stays.
+    client_secret: str | None = Field(default=None, min_length=1, max_length=2000)
+    default_role: str = Field(default="viewer", pattern="^(admin|viewer)$")
+    # Lower-case domains whose verified addresses may sign in; empty: any.
+    allowed_domains: list[Domain] = Field(default_factory=list, max_length=50)
+
+
+class OidcConfigPublic(BaseModel):
+    issuer_url: str
+    client_id: str
+    default_role: str
+    allowed_domains: list[str]
+    has_client_secret: bool
+    # What the admin registers at the provider as the redirect (callback) URI.
+    redirect_uri: str
+    updated_at: datetime

@@ -24,3 +24,22 @@ class Me(BaseModel):
     # What the credential may do: the UI offers changes only to admins (the API enforces it).
     role: Literal["admin", "viewer"]
     csrf_token: str | None = None
+
+
+
+class InvitationAccept(BaseModel):
+    token: str = Field(min_length=8, max_length=200, pattern=r"^[A-Za-z0-9_]+$")
+    password: str = Field(min_length=12, max_length=500)
+
+
+class PasswordResetRequest(BaseModel):
+    email: str = Field(min_length=3, max_length=320, pattern=r"^[^@\s]+@[^@\s]+$")
+
+
+class PasswordResetRequested(BaseModel):
+    detail: str
+
+
+class PasswordResetConfirm(BaseModel):
+    token: str = Field(min_length=8, max_length=200, pattern=r"^[A-Za-z0-9_]+$")
+    password: str = Field(min_length=12, max_length=500)

@@ -33,6 +33,13 @@ ACCESS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/auth/logout"): "signed_in",
     ("GET", "/api/v1/auth/me"): "signed_in",
     ("POST", "/api/v1/auth/password"): "in_person",
+    # The links sent by mail: the token in the body is the credential.
+    ("POST", "/api/v1/auth/invitations/accept"): "public",
+    ("POST", "/api/v1/auth/password-reset"): "public",
+    ("POST", "/api/v1/auth/password-reset/confirm"): "public",
+    # Single sign-on: the browser's round trip to the org's provider needs no credential.
+    ("GET", "/api/v1/auth/oidc/start"): "public",
+    ("GET", "/api/v1/auth/oidc/callback"): "public",
     ("POST", "/api/v1/agents/enroll"): "public",  # the enrollment token in the body
     ("GET", "/api/v1/agent/config"): "agent",
     ("PATCH", "/api/v1/agent/self"): "agent",
@@ -54,6 +61,12 @@ ACCESS: dict[tuple[str, str], str] = {
     ("POST", "/api/v1/users"): "manage_in_person",
     ("DELETE", "/api/v1/users/{user_id}"): "manage_in_person",
     ("DELETE", "/api/v1/users/{user_id}/login-lock"): "manage",
+    ("GET", "/api/v1/invitations"): "read",
+    ("POST", "/api/v1/invitations"): "manage_in_person",
+    ("DELETE", "/api/v1/invitations/{invitation_id}"): "manage_in_person",
+    ("GET", "/api/v1/oidc-config"): "read",
+    ("PUT", "/api/v1/oidc-config"): "manage_in_person",
+    ("DELETE", "/api/v1/oidc-config"): "manage_in_person",
     ("GET", "/api/v1/storage-targets"): "read",
     ("POST", "/api/v1/storage-targets"): "manage",
     ("GET", "/api/v1/storage-targets/{target_id}"): "read",

@@ -65,7 +65,7 @@ export async function signIn(page, url, email, password, timeoutMs = 90_000, { b
   await form.fill(email);
   await page.getByLabel("Password").fill(password);
   await beforeSubmit?.();
-  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("button", { name: "Sign in", exact: true }).click();
 }
 
 /**

@@ -12,7 +12,7 @@ page.setDefaultTimeout(60_000);
 await page.goto(`${url}/overview`);
 await page.getByLabel("Email").fill(email);
 await page.getByLabel("Password").fill(password);
-await page.getByRole("button", { name: "Sign in" }).click();
+await page.getByRole("button", { name: "Sign in", exact: true }).click();
 await page.getByRole("table", { name: /heatmap by region/ }).waitFor();
 await page.screenshot({ path: join(shots, "demo-overview.png"), fullPage: true });
 await page.goto(`${url}/pair?level=region&src=${src}&dst=${dst}&range=15m`);

@@ -1,7 +1,39 @@
 import { useState, type FormEvent } from "react";
+import { ssoStartUrl } from "../api/accounts";
 import { login, type Me } from "../api/endpoints";
+import { follow } from "../components/common/Link";
 
-export function Login({ onLoggedIn }: { onLoggedIn: (me: Me) => void }) {
+/** Sends the browser to the org's own provider, named by its slug or an email domain. */
+function SsoSignIn({ go }: { go: (url: string) => void }) {
+  const [org, setOrg] = useState("");
+  const [open, setOpen] = useState(false);
+  if (!open) {
+    return (
+      <button type="button" onClick={() => setOpen(true)}>
+        Sign in with SSO
+      </button>
+    );
+  }
+  return (
+    <form
+      aria-label="Sign in with SSO"
+      onSubmit={(e) => {
+        e.preventDefault();
+        go(ssoStartUrl(org));
+      }}
+    >
+      <label>
+        Organisation or email
+        <input required value={org} onChange={(e) => setOrg(e.target.value)} placeholder="acme, you@acme.com or acme.com" />
+      </label>
+      <button type="submit" className="primary">
+        Continue to your provider
+      </button>
+    </form>
+  );
+}
+
+export function Login({ onLoggedIn, go = (url) => window.location.assign(url) }: { onLoggedIn: (me: Me) => void; go?: (url: string) => void }) {
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
   const [error, setError] = useState<string>();
@@ -42,6 +74,12 @@ export function Login({ onLoggedIn }: { onLoggedIn: (me: Me) => void }) {
           {busy ? "Signing in…" : "Sign in"}
         </button>
       </form>
+      <p>
+        <a href="/forgot-password" onClick={follow}>
+          Forgot your password?
+        </a>
+      </p>
+      <SsoSignIn go={go} />
     </main>
   );
 }

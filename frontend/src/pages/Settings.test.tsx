@@ -31,6 +31,8 @@ beforeEach(() => {
   api.route("GET /api/v1/storage-targets", () => [TARGET]);
   api.route("GET /api/v1/api-keys", () => []);
   api.route("GET /api/v1/users", () => []);
+  api.route("GET /api/v1/invitations", () => []);
+  api.route("GET /api/v1/oidc-config", () => ({ status: 404, body: { detail: "single sign-on is not set up" } }));
 });
 afterEach(cleanup);
 afterAll(() => api.close());

@@ -1,7 +1,9 @@
 import { useState, type FormEvent } from "react";
 import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/endpoints";
 import { AdminOnly } from "../components/common/AdminOnly";
+import { Invitations } from "../components/settings/Invitations";
 import { Measurement } from "../components/settings/Measurement";
+import { SingleSignOn } from "../components/settings/SingleSignOn";
 import { StorageTargets } from "../components/settings/StorageTargets";
 import { Async, Card } from "../components/common/State";
 import { useIsAdmin } from "../lib/role";
@@ -208,6 +210,8 @@ export default function Settings() {
       <StorageTargets />
       <ApiKeys />
       <Users />
+      <Invitations />
+      <SingleSignOn />
     </>
   );
 }

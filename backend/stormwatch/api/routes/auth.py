@@ -1,6 +1,10 @@
-"""Login and logout for people; the session lives in an httpOnly cookie."""
+"""Login and logout for people (the session lives in an httpOnly cookie), and the links
+sent by mail that set a password: accepting an invitation, resetting a forgotten one."""
 
-from fastapi import APIRouter, HTTPException, Request, Response, status
+from datetime import timedelta
+from typing import Any
+
+from fastapi import APIRouter, BackgroundTasks, HTTPException, Request, Response, status
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.api.deps import (
@@ -25,8 +29,16 @@ from stormwatch.core.config import Settings
 from stormwatch.core.redis import get_redis
 from stormwatch.core.security import hash_token, verify_password
 from stormwatch.models import Org, User, UserSession
-from stormwatch.schemas.auth import LoginRequest, Me, PasswordChange
-from stormwatch.services import accounts, ratelimit
+from stormwatch.schemas.auth import (
+    InvitationAccept,
+    LoginRequest,
+    Me,
+    PasswordChange,
+    PasswordResetConfirm,
+    PasswordResetRequest,
+    PasswordResetRequested,
+)
+from stormwatch.services import account_links, accounts, mail_texts, ratelimit, system_mail
 
 router = APIRouter(prefix="/auth", tags=["auth"])
 
@@ -48,16 +60,17 @@ async def login(body: LoginRequest, request: Request, response: Response, sessio
                                       (address, login_address_policy(settings))])
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "wrong email or password")
     await ratelimit.forget(get_redis(), account)
-    return await _signed_in(request, response, session, settings, user)
+    return await start_session(session, settings, user, response, request)
 
 
-async def _signed_in(request: Request, response: Response, session: AsyncSession,
-                     settings: Settings, user: User) -> Me:
-    """Opens a new session for `user` (ending the one the request came with) and sets its
-    cookies on `response`."""
+async def start_session(session: AsyncSession, settings: Settings, user: User,
+                        response: Response, request: Request | None = None) -> Me:
+    """Opens a new session for `user` (ending the one the request came with, if any),
+    commits, and sets its cookies on `response`."""
     limits = session_limits(settings)
-    token, csrf = await accounts.open_session(session, user, limits,
-                                              replaces=request.cookies.get(SESSION_COOKIE))
+    token, csrf = await accounts.open_session(
+        session, user, limits,
+        replaces=request.cookies.get(SESSION_COOKIE) if request is not None else None)
     org = await session.get(Org, user.org_id)
     await session.commit()
     max_age = int(limits.absolute.total_seconds())
@@ -91,7 +104,58 @@ async def change_password(body: PasswordChange, request: Request, response: Resp
         await count_failure("login", [(account, login_account_policy(settings))])
         raise HTTPException(status.HTTP_403_FORBIDDEN, "current_password is wrong")
     await accounts.change_password(session, user, body.new_password)
-    return await _signed_in(request, response, session, settings, user)
+    return await start_session(session, settings, user, response, request)
+
+
+LINK_REFUSED: dict[int | str, dict[str, Any]] = {404: {"description": "Unknown link"},
+                409: {"description": "The account exists already"},
+                410: {"description": "The link expired, was used or was withdrawn"}}
+RESET_ANSWER = ("if an account has this email, a link to set a new password is on its way; "
+                "it works once, within {minutes:g} minutes")
+
+
+@router.post("/invitations/accept", response_model=Me, responses=LINK_REFUSED)
+async def accept_invitation(body: InvitationAccept, request: Request, response: Response,
+                            session: SessionDep, settings: SettingsDep) -> Me:
+    """Sets the password of the invited person, creates the user and signs them in."""
+    try:
+        user = await account_links.accept_invitation(session, body.token, body.password)
+    except account_links.LinkRefused as exc:
+        await session.rollback()
+        raise HTTPException(exc.status, exc.detail) from exc
+    return await start_session(session, settings, user, response, request)
+
+
+@router.post("/password-reset", response_model=PasswordResetRequested,
+             status_code=status.HTTP_202_ACCEPTED)
+async def request_password_reset(body: PasswordResetRequest, background: BackgroundTasks,
+                                 session: SessionDep,
+                                 settings: SettingsDep) -> PasswordResetRequested:
+    """Mails a reset link if the account exists; the answer is the same either way, and the
+    mail leaves after it, so neither says whether the account exists."""
+    link = await account_links.create_reset(
+        session, body.email, timedelta(minutes=settings.reset_ttl_minutes))
+    await session.commit()
+    if link is not None:
+        url = account_links.link_url(settings.public_base_url, "reset", link.token)
+        background.add_task(system_mail.send, settings, link.row.email,
+                            "Reset your Stormwatch password", mail_texts.reset(url, settings))
+    return PasswordResetRequested(detail=RESET_ANSWER.format(
+        minutes=settings.reset_ttl_minutes))
+
+
+@router.post("/password-reset/confirm", response_model=Me, responses=LINK_REFUSED)
+async def confirm_password_reset(body: PasswordResetConfirm, request: Request,
+                                 response: Response,
+                                 session: SessionDep, settings: SettingsDep) -> Me:
+    """Sets the new password, ends every other session of the user and signs this one in."""
+    try:
+        user = await account_links.reset_password(session, body.token, body.password)
+    except account_links.LinkRefused as exc:
+        await session.rollback()
+        raise HTTPException(exc.status, exc.detail) from exc
+    await ratelimit.forget(get_redis(), login_account_key(user.email))
+    return await start_session(session, settings, user, response, request)
 
 
 @router.post("/logout", status_code=status.HTTP_204_NO_CONTENT)

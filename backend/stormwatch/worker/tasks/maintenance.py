@@ -35,13 +35,18 @@ def enforce_raw_retention() -> dict[str, int]:
 
 @celery_app.task(name="stormwatch.purge_expired_sessions")
 def purge_expired_sessions() -> int:
+    """Ended sessions (expired, idle or past the absolute timeout), abandoned single
+    sign-ons, and mailed links a month past their expiry (until then a used or expired link
+    is still refused by name, not as unknown)."""
     settings = get_settings()
     with get_sync_engine().begin() as conn:
-        return conn.execute(text(
-            "DELETE FROM user_sessions WHERE expires_at < now() "
-            "OR created_at < now() - make_interval(hours => :absolute_h) "
-            "OR last_seen_at < now() - make_interval(mins => :idle_min)"),
-            {"absolute_h": settings.session_absolute_timeout_h,
-             "idle_min": settings.session_idle_timeout_min}).rowcount
+        return sum(conn.execute(text(sql), params).rowcount for sql, params in (
+            ("DELETE FROM user_sessions WHERE expires_at < now() "
+             "OR created_at < now() - make_interval(hours => :absolute_h) "
+             "OR last_seen_at < now() - make_interval(mins => :idle_min)",
+             {"absolute_h": settings.session_absolute_timeout_h,
+              "idle_min": settings.session_idle_timeout_min}),
+            ("DELETE FROM oidc_logins WHERE expires_at < now()", {}),
+            ("DELETE FROM account_links WHERE expires_at < now() - interval '30 days'", {})))
 
 
