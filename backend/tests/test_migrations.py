@@ -323,3 +323,46 @@ def test_raw_mesh_reads_by_series_ids_range_scan_the_series_index(db, services):
     assert indexes["ix_mesh_raw_series"].endswith('USING btree (series_id, "time")')
     if services.engine == "postgres":
         assert indexes["ix_mesh_raw_time"].endswith('USING brin ("time")')
+
+
+def test_pairs_classed_on_empty_fields_are_classed_again_through_upgrade_and_downgrade(services):
+    """Before 0018 an empty field matched an empty one: agents without subnets in one zone
+    were same_subnet. The upgrade classes them as the service now does; the downgrade back."""
+    import psycopg
+
+    name = f"topology_{uuid.uuid4().hex[:8]}"
+    admin = f"host=127.0.0.1 port={services.pg.port} user=stormwatch"
+    with psycopg.connect(f"{admin} dbname=postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = services.database_url.rsplit("/", 1)[0] + f"/{name}"
+    _alembic(url, "upgrade", "0017_rule_eval_failures")
+    org = uuid.uuid4()
+    sites = {"a": ("lab", "r1", "z1", ""), "b": ("lab", "r1", "z1", ""),
+             "c": ("lab", "r1", "z1", "10.0.0.0/24"), "d": ("lab", "r1", "z1", "10.0.0.0/24"),
+             "e": ("lab", "r1", "", "")}
+    ids = {n: uuid.uuid4() for n in sites}
+    old = {("a", "b"): "same_subnet", ("a", "c"): "cross_subnet", ("c", "d"): "same_subnet",
+           ("a", "e"): "cross_az", ("e", "e"): "self"}
+    with psycopg.connect(f"{admin} dbname={name}", autocommit=True) as conn:
+        conn.execute("INSERT INTO orgs (id, name, slug) VALUES (%s, 'o', %s)", (org, name))
+        for n, (p, r, z, s) in sites.items():
+            conn.execute("INSERT INTO agents (id, org_id, name, provider, region, zone, subnet, "
+                         "token_prefix, token_hash) VALUES (%s, %s, %s, %s, %s, %s, %s, 'x', %s)",
+                         (ids[n], org, n, p, r, z, s, uuid.uuid4().hex))
+        for (x, y), cls in old.items():
+            conn.execute("INSERT INTO agent_pairs VALUES (%s, %s, %s, %s)",
+                         (org, ids[x], ids[y], cls))
+
+    def classes() -> dict[tuple[str, str], str]:
+        names = {v: k for k, v in ids.items()}
+        with psycopg.connect(f"{admin} dbname={name}") as conn:
+            rows = conn.execute("SELECT src_agent_id, dst_agent_id, topology_class "
+                                "FROM agent_pairs").fetchall()
+        return {(names[s], names[d]): c for s, d, c in rows}
+
+    _alembic(url, "upgrade", "0018_topology")
+    assert classes() == {("a", "b"): "cross_subnet", ("a", "c"): "cross_subnet",
+                         ("c", "d"): "same_subnet", ("a", "e"): "cross_az",
+                         ("e", "e"): "self"}
+    _alembic(url, "downgrade", "0017_rule_eval_failures")
+    assert classes() == old

@@ -47,6 +47,9 @@ func run(path string, log *slog.Logger) error {
 			return fmt.Errorf("%s: %w", cfg.TableFile, err)
 		}
 	}
+	if err := cfg.Steps.Check(table); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
 	res := &wanem.APIResolver{URL: cfg.APIURL, APIKey: os.Getenv("STORMWATCH_WANEM_API_KEY")}
 	em := wanem.New(cfg, table, res, log)
 	st, err := em.Listen()

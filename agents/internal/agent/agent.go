@@ -66,6 +66,11 @@ func Metadata(ctx context.Context, cfg config.Config, d Deps) client.Metadata {
 			md.PrivateIP = metadata.OutboundIP(u.Hostname())
 		}
 	}
+	if md.Subnet == "" {
+		// Off-cloud nothing names the subnet: the mesh interface's prefix does, so pairs on
+		// different networks are never taken for one subnet.
+		md.Subnet = metadata.InterfaceSubnet(md.PrivateIP)
+	}
 	return md
 }
 

@@ -248,3 +248,28 @@ func OutboundIP(host string) string {
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).IP.String()
 }
+
+// InterfaceSubnet is the network prefix ("10.1.0.0/24") of the interface that holds ip, or ""
+// when no interface of this host has it.
+func InterfaceSubnet(ip string) string {
+	want := net.ParseIP(ip)
+	if want == nil {
+		return ""
+	}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifaces {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(want) {
+				return (&net.IPNet{IP: n.IP.Mask(n.Mask), Mask: n.Mask}).String()
+			}
+		}
+	}
+	return ""
+}

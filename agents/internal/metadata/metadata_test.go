@@ -151,3 +151,15 @@ func TestOverridesReplaceDetectedFields(t *testing.T) {
 		t.Fatalf("%+v", md)
 	}
 }
+
+func TestInterfaceSubnetIsThePrefixOfTheInterfaceHoldingTheAddress(t *testing.T) {
+	if got := InterfaceSubnet("127.0.0.1"); got != "127.0.0.0/8" {
+		t.Fatalf("loopback: %q, want 127.0.0.0/8", got)
+	}
+	// TEST-NET-3: no interface here holds it, and a non-address names nothing either.
+	for _, ip := range []string{"203.0.113.7", "not-an-ip", ""} {
+		if got := InterfaceSubnet(ip); got != "" {
+			t.Fatalf("%q: %q, want no subnet", ip, got)
+		}
+	}
+}

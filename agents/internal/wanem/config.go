@@ -110,13 +110,45 @@ type SpikeConfig struct {
 // StepConfig: Pairs cross-region region pairs step by MinMs..MaxMs of round trip at a random
 // time between FirstAfterS and FirstAfterS+SpreadS after start (seed 003 Lesson 11). Only
 // pairs of at least MinRTTMs step, so a step stays a small share of the pair's round trip.
+// Pairs among the routes' own regions are drawn first, then pairs of a route's region with
+// any other region of the table (agents elsewhere whose paths cross this emulator), so an
+// emulator in front of one agent steps too. Directed adds steps of one direction each.
 type StepConfig struct {
-	Pairs       int     `json:"pairs"`
-	MinRTTMs    float64 `json:"min_rtt_ms"`
-	MinMs       float64 `json:"min_ms"`
-	MaxMs       float64 `json:"max_ms"`
-	FirstAfterS float64 `json:"first_after_s"`
-	SpreadS     float64 `json:"spread_s"`
+	Pairs       int            `json:"pairs"`
+	MinRTTMs    float64        `json:"min_rtt_ms"`
+	MinMs       float64        `json:"min_ms"`
+	MaxMs       float64        `json:"max_ms"`
+	FirstAfterS float64        `json:"first_after_s"`
+	SpreadS     float64        `json:"spread_s"`
+	Directed    []DirectedStep `json:"directed"`
+}
+
+// DirectedStep raises the round trip that agents in From measure to agents in To (both
+// "provider/region") by DeltaMs, AfterS seconds after start; To's round trip to From stays.
+type DirectedStep struct {
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	DeltaMs float64 `json:"delta_rtt_ms"`
+	AfterS  float64 `json:"after_s"`
+}
+
+// Check rejects directed steps the emulator could not apply: a region pair the table has no
+// round trip for passes through undelayed, so it cannot step either.
+func (c StepConfig) Check(t Table) error {
+	for i, d := range c.Directed {
+		if d.From == "" || d.To == "" {
+			return fmt.Errorf("steps.directed[%d]: from and to are required (provider/region)", i)
+		}
+		if d.From != d.To {
+			if _, ok := t.RTT(d.From, d.To); !ok {
+				return fmt.Errorf("steps.directed[%d]: %w between %s and %s", i, ErrNoRoundTrip, d.From, d.To)
+			}
+		}
+		if d.AfterS < 0 {
+			return fmt.Errorf("steps.directed[%d]: after_s must not be negative", i)
+		}
+	}
+	return nil
 }
 
 // MeshRoute is one agent's echo listener behind the emulator.
@@ -150,41 +182,85 @@ func LoadConfig(path string) (Config, error) {
 	return c, nil
 }
 
-// ScheduledStep is a step of one region pair, as written to the status file.
+// ScheduledStep is a step of one region pair, as written to the status file. A directed step
+// moves only the round trips that agents in A measure to agents in B.
 type ScheduledStep struct {
-	A       string    `json:"a"`
-	B       string    `json:"b"`
-	At      time.Time `json:"at"`
-	DeltaMs float64   `json:"delta_rtt_ms"`
+	A        string    `json:"a"`
+	B        string    `json:"b"`
+	Directed bool      `json:"directed"`
+	At       time.Time `json:"at"`
+	DeltaMs  float64   `json:"delta_rtt_ms"`
 }
 
-// PlanSteps picks the stepping region pairs among those of the routes (with a round trip of
-// at least c.MinRTTMs by rtt) and their times.
-func PlanSteps(c StepConfig, routes []MeshRoute, rtt func(a, b string) (time.Duration, bool), start time.Time, seed uint64) []ScheduledStep {
-	regions := map[string]bool{}
+// Applies tells whether the step moves the path from agents in src to a route in dst.
+func (s ScheduledStep) Applies(src, dst string) bool {
+	if s.Directed {
+		return s.A == src && s.B == dst
+	}
+	return (s.A == src && s.B == dst) || (s.A == dst && s.B == src)
+}
+
+// PlanSteps picks the stepping region pairs (with a round trip of at least c.MinRTTMs by rtt)
+// and their times: pairs among the routes' regions first, then pairs of a route's region with
+// one of others (the table's regions); c.Directed follow as they are.
+func PlanSteps(c StepConfig, routes []MeshRoute, others []string, rtt func(a, b string) (time.Duration, bool), start time.Time, seed uint64) []ScheduledStep {
+	own := map[string]bool{}
 	for _, r := range routes {
-		regions[r.RegionKey()] = true
+		own[r.RegionKey()] = true
 	}
-	keys := make([]string, 0, len(regions))
-	for k := range regions {
-		keys = append(keys, k)
+	keys := sortedKeys(own)
+	away := map[string]bool{}
+	for _, k := range others {
+		if !own[k] {
+			away[k] = true
+		}
 	}
-	sort.Strings(keys)
-	var pairs [][2]string
+	awayKeys := sortedKeys(away)
+	long := func(a, b string) bool { d, ok := rtt(a, b); return ok && d >= ms(c.MinRTTMs) }
+	var inner, outer [][2]string
 	for i := range keys {
 		for j := i + 1; j < len(keys); j++ {
-			if d, ok := rtt(keys[i], keys[j]); ok && d >= ms(c.MinRTTMs) {
-				pairs = append(pairs, [2]string{keys[i], keys[j]})
+			if long(keys[i], keys[j]) {
+				inner = append(inner, [2]string{keys[i], keys[j]})
+			}
+		}
+		for _, k := range awayKeys {
+			if long(keys[i], k) {
+				outer = append(outer, [2]string{min(keys[i], k), max(keys[i], k)})
 			}
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	rng.Shuffle(len(pairs), func(i, j int) { pairs[i], pairs[j] = pairs[j], pairs[i] })
+	rng.Shuffle(len(inner), func(i, j int) { inner[i], inner[j] = inner[j], inner[i] })
+	rng.Shuffle(len(outer), func(i, j int) { outer[i], outer[j] = outer[j], outer[i] })
+	pairs := append(inner, outer...)
 	var out []ScheduledStep
 	for i := 0; i < c.Pairs && i < len(pairs); i++ {
 		at := start.Add(time.Duration((c.FirstAfterS + rng.Float64()*c.SpreadS) * float64(time.Second)))
 		delta := c.MinMs + rng.Float64()*(c.MaxMs-c.MinMs)
 		out = append(out, ScheduledStep{A: pairs[i][0], B: pairs[i][1], At: at.UTC(), DeltaMs: delta})
+	}
+	for _, d := range c.Directed {
+		at := start.Add(time.Duration(d.AfterS * float64(time.Second)))
+		out = append(out, ScheduledStep{A: d.From, B: d.To, Directed: true, At: at.UTC(), DeltaMs: d.DeltaMs})
+	}
+	return out
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RegionKeys are the table's region keys.
+func (t Table) RegionKeys() []string {
+	out := make([]string, 0, len(t.Regions))
+	for _, r := range t.Regions {
+		out = append(out, r.Key)
 	}
 	return out
 }

@@ -49,7 +49,7 @@ func New(cfg Config, table Table, r Resolver, log *slog.Logger) *Emulator {
 	}
 	e := &Emulator{cfg: cfg, table: table, resolver: r, log: log, start: time.Now(), links: map[string]*Link{},
 		unknown: map[[2]string]bool{}}
-	e.steps = PlanSteps(cfg.Steps, cfg.Mesh, table.RTT, e.start, cfg.Seed)
+	e.steps = PlanSteps(cfg.Steps, cfg.Mesh, table.RegionKeys(), table.RTT, e.start, cfg.Seed)
 	return e
 }
 
@@ -151,7 +151,7 @@ func (e *Emulator) link(name string, oneWay time.Duration, a, b string) *Link {
 	l := NewLink(oneWay, seedFor(e.cfg.Seed, name))
 	e.spiky(l)
 	for _, s := range e.steps {
-		if (s.A == a && s.B == b) || (s.A == b && s.B == a) {
+		if s.Applies(a, b) {
 			// Half the round-trip step in each direction.
 			l.AddStep(Step{At: s.At, Delta: ms(s.DeltaMs / 2)})
 		}

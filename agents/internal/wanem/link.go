@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,6 +28,10 @@ type Link struct {
 	// BytesPerS limits throughput (0: unlimited): a chunk of n bytes leaves n/BytesPerS after
 	// the previous one.
 	BytesPerS float64
+
+	// lateness is how late, in nanoseconds, this link's chunks have lately been written after
+	// their due time; writers aim that much early (see noteLateness).
+	lateness atomic.Int64
 
 	mu    sync.Mutex
 	rng   *rand.Rand
@@ -94,3 +99,9 @@ func (l *Link) Delay(t time.Time) time.Duration {
 	}
 	return time.Duration(max(d, 0))
 }
+
+// Precision is how far a path's median round trip (a few hundred round trips) may move when
+// nothing of its own changes, on a loaded two-core machine: paths share no state (each link
+// has its own random source, steps and timing correction), only the machine's scheduler, so
+// another path's step, delay or stalled reader moves it by no more than that noise.
+const Precision = 2 * time.Millisecond

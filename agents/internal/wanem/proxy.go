@@ -8,7 +8,6 @@ import (
 	"net"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -22,10 +21,6 @@ type Proxy struct {
 	PeekBytes int
 	Choose    Chooser
 	Log       *slog.Logger
-
-	// lateness is how late, in nanoseconds, this proxy's chunks have lately been written
-	// after their due time; writers aim that much early (see noteLateness).
-	lateness atomic.Int64
 
 	ln net.Listener
 	wg sync.WaitGroup
@@ -183,11 +178,12 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte) {
 		// The runtime's timers wake about a millisecond late here: sleep to just before the
 		// due time, then yield until it (sub-millisecond intra-region paths stay true). On a
 		// loaded machine a timer's wake-up is later still: chunks long enough to sleep aim
-		// that much early (see noteLateness); only they teach the correction.
+		// that much early (see noteLateness); only they teach the correction, and only to
+		// their own link, so one path's delay or step never moves another's.
 		timed := c.delay > 2*timerSlack
 		target := c.due
 		if timed {
-			target = c.due.Add(-min(time.Duration(p.lateness.Load()), c.delay/2))
+			target = c.due.Add(-min(time.Duration(l.lateness.Load()), c.delay/2))
 		}
 		if wait := time.Until(target) - timerSlack; wait > 0 {
 			if t == nil {
@@ -201,7 +197,7 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte) {
 			runtime.Gosched()
 		}
 		if timed {
-			p.noteLateness(time.Since(c.due))
+			l.noteLateness(time.Since(c.due))
 		}
 		if _, err := dst.Write(c.b); err != nil {
 			src.Close()
@@ -222,13 +218,13 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte) {
 // scheduling habit, and is left to show.
 const maxCompensation = 20 * time.Millisecond
 
-// noteLateness moves the proxy's correction by a 32nd of a write's lateness. Lateness is
+// noteLateness moves the link's correction by a 32nd of a write's lateness. Lateness is
 // measured against the true due time, correction included, so the correction settles where
 // writes are on time on average (an integral controller). Half a chunk's delay at most is
 // ever taken off, so a short path keeps most of its delay whatever the machine does.
-func (p *Proxy) noteLateness(late time.Duration) {
-	next := p.lateness.Load() + int64(late)/32
-	p.lateness.Store(min(max(next, 0), int64(maxCompensation)))
+func (l *Link) noteLateness(late time.Duration) {
+	next := l.lateness.Load() + int64(late)/32
+	l.lateness.Store(min(max(next, 0), int64(maxCompensation)))
 }
 
 func maxTime(a, b time.Time) time.Time {

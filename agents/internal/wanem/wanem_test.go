@@ -409,7 +409,7 @@ func TestStepsPickDistinctRegionPairsWithinTheirWindow(t *testing.T) {
 	}
 	start := time.Now()
 	for seed := uint64(1); seed < 20; seed++ {
-		steps := PlanSteps(StepConfig{Pairs: 5, MinRTTMs: 150, MinMs: 3, MaxMs: 8, FirstAfterS: 60, SpreadS: 30}, routes, rtt, start, seed)
+		steps := PlanSteps(StepConfig{Pairs: 5, MinRTTMs: 150, MinMs: 3, MaxMs: 8, FirstAfterS: 60, SpreadS: 30}, routes, nil, rtt, start, seed)
 		if len(steps) != 5 {
 			t.Fatalf("%d steps, want the 5 pairs of at least 150 ms", len(steps))
 		}
@@ -419,7 +419,7 @@ func TestStepsPickDistinctRegionPairsWithinTheirWindow(t *testing.T) {
 			}
 		}
 	}
-	steps := PlanSteps(StepConfig{Pairs: 2, MinRTTMs: 150, MinMs: 3, MaxMs: 8, FirstAfterS: 60, SpreadS: 30}, routes, rtt, start, 9)
+	steps := PlanSteps(StepConfig{Pairs: 2, MinRTTMs: 150, MinMs: 3, MaxMs: 8, FirstAfterS: 60, SpreadS: 30}, routes, nil, rtt, start, 9)
 	if len(steps) != 2 || (steps[0].A == steps[1].A && steps[0].B == steps[1].B) {
 		t.Fatalf("steps %+v: want two distinct pairs", steps)
 	}
@@ -441,4 +441,88 @@ func BenchmarkProxyAddedLatency(b *testing.B) {
 	b.ReportMetric(float64(direct.Microseconds()), "direct-p50-us")
 	b.ReportMetric(float64(via.Microseconds()), "proxied-p50-us")
 	b.ReportMetric(float64((via - direct).Microseconds()), "added-p50-us")
+}
+
+func TestAnEmulatorInFrontOfOneAgentStepsPairsWithTheTablesOtherRegions(t *testing.T) {
+	table, err := DefaultTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := []MeshRoute{{Name: "only", Site: Site{"aws", "eu-west-1", "eu-west-1a"}}}
+	start := time.Now()
+	steps := PlanSteps(StepConfig{Pairs: 2, MinRTTMs: 150, MinMs: 3, MaxMs: 8, SpreadS: 30}, routes, table.RegionKeys(), table.RTT, start, 5)
+	if len(steps) != 2 {
+		t.Fatalf("%d steps, want 2 pairs of the route's region with the table's other regions", len(steps))
+	}
+	for _, s := range steps {
+		if s.A != "aws/eu-west-1" && s.B != "aws/eu-west-1" {
+			t.Fatalf("step %+v does not touch the route's region, so no path through this emulator moves", s)
+		}
+		if d, _ := table.RTT(s.A, s.B); d < 150*time.Millisecond {
+			t.Fatalf("step %+v on a pair under 150 ms", s)
+		}
+	}
+	// Pairs among the routes' own regions still come first.
+	two := append(routes, MeshRoute{Name: "far", Site: Site{"aws", "ap-northeast-2", "ap-northeast-2a"}})
+	first := PlanSteps(StepConfig{Pairs: 1, MinRTTMs: 150, MinMs: 3, MaxMs: 8}, two, table.RegionKeys(), table.RTT, start, 5)
+	if len(first) != 1 || first[0].A != "aws/ap-northeast-2" || first[0].B != "aws/eu-west-1" {
+		t.Fatalf("steps %+v: want the routes' own pair first", first)
+	}
+}
+
+func TestADirectedStepMovesOnlyOneDirectionOfAPair(t *testing.T) {
+	table, err := DefaultTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mumbai := Site{Provider: "aws", Region: "ap-south-1", Zone: "ap-south-1a"}
+	singapore := Site{Provider: "gcp", Region: "asia-southeast1", Zone: "asia-southeast1-a"}
+	ids := map[[16]byte]Site{senderID("0b9f6f7e-3c1a-4d52-9a1e-1f2d3c4b5a60"): mumbai,
+		senderID("7c1e2d3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5"): singapore}
+	steps := StepConfig{Directed: []DirectedStep{{From: "aws/ap-south-1", To: "gcp/asia-southeast1", DeltaMs: 20}}}
+	if err := steps.Check(table); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Seed: 1, Steps: steps, Mesh: []MeshRoute{
+		{Name: "mumbai", Listen: "127.0.0.1:0", Upstream: echoServer(t), Site: mumbai},
+		{Name: "singapore", Listen: "127.0.0.1:0", Upstream: echoServer(t), Site: singapore}}}
+	em := New(cfg, table, staticResolver(ids), nil)
+	if got := em.Steps(); len(got) != 1 || !got[0].Directed || got[0].A != "aws/ap-south-1" {
+		t.Fatalf("step schedule %+v, want the one directed step", got)
+	}
+	st, err := em.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = em.Serve(ctx) }()
+	// Mumbai to Singapore is 60 ms in the table: Mumbai's agents now measure 80 ms, while
+	// Singapore's agents still measure 60 ms to Mumbai.
+	for _, tc := range []struct {
+		sender string
+		route  string
+		want   time.Duration
+	}{
+		{"0b9f6f7e-3c1a-4d52-9a1e-1f2d3c4b5a60", "singapore", 80 * time.Millisecond},
+		{"7c1e2d3f-4a5b-4c6d-8e9f-a0b1c2d3e4f5", "mumbai", 60 * time.Millisecond},
+	} {
+		m := median(roundTrips(t, st.Mesh[tc.route], 15, meshFrame(senderID(tc.sender), 64)))
+		if m < tc.want-tc.want/20 || m > tc.want+tc.want/20+3*time.Millisecond {
+			t.Errorf("sender %s to %s: median round trip %v, want %v", tc.sender, tc.route, m, tc.want)
+		}
+	}
+	bad := StepConfig{Directed: []DirectedStep{{From: "aws/ap-south-1", To: "azure/westeurope", DeltaMs: 5}}}
+	if err := bad.Check(table); err == nil || !strings.Contains(err.Error(), "azure/westeurope") {
+		t.Fatalf("a directed step to a region without a table row: %v, want an error naming it", err)
+	}
+}
+
+type staticResolver map[[16]byte]Site
+
+func (r staticResolver) Resolve(_ context.Context, sender [16]byte) (Site, error) {
+	if s, ok := r[sender]; ok {
+		return s, nil
+	}
+	return Site{}, fmt.Errorf("unknown mesh sender %x", sender)
 }

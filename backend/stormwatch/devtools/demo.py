@@ -299,8 +299,8 @@ class DemoFleet:
         self._start_throughput(url, api_key)
         log(f"{len(FLEET)} agents in {len({a.region for a in FLEET})} emulated regions, "
             f"{len(status['storage'])} storage targets; steps: "
-            + ", ".join(f"{x['a']}<->{x['b']} +{x['delta_rtt_ms']:.1f} ms at {x['at']}"
-                        for x in status["steps"]))
+            + ", ".join(f"{x['a']}{'->' if x.get('directed') else '<->'}{x['b']} "
+                        f"+{x['delta_rtt_ms']:.1f} ms at {x['at']}" for x in status["steps"]))
         return status
 
     def _start_throughput(self, url: str, api_key: str) -> None:

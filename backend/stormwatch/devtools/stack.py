@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import json
 import os
 import secrets
@@ -46,11 +47,48 @@ def log(msg: str) -> None:
     print(f"[stormwatch] {msg}", file=sys.stderr, flush=True)
 
 
+def parse_host(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """HOST is the address the API listens on: an IP address of this machine, 0.0.0.0 or ::
+    for all of them, or localhost."""
+    if host == "localhost":
+        return ipaddress.ip_address("127.0.0.1")
+    try:
+        return ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        raise ValueError(f"HOST={host!r} is not an IP address (e.g. 127.0.0.1, 0.0.0.0 or an "
+                         "address of this machine)") from None
+
+
+def local_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """Where this machine's own processes (health checks, demo agents) reach the API."""
+    if addr.is_unspecified:
+        return "::1" if addr.version == 6 else "127.0.0.1"
+    return str(addr)
+
+
+def http_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def exposure_warning(addr: ipaddress.IPv4Address | ipaddress.IPv6Address,
+                     public_base_url: str) -> str | None:
+    """Off loopback with no TLS in front, logins, API keys and agent tokens cross the network
+    in clear text: say so."""
+    if addr.is_loopback or public_base_url.startswith("https://"):
+        return None
+    return (f"HOST={addr} serves the API over plain HTTP to other hosts: logins, API keys and "
+            "agent tokens cross the network unencrypted. Put a TLS proxy in front and set "
+            "PUBLIC_BASE_URL=https://... (docs/operations.md), or keep HOST=127.0.0.1.")
+
+
 class Stack:
     def __init__(self, data_dir: Path, port: int, with_worker: bool,
-                 demo: Schedule | None, persistent: bool) -> None:
+                 demo: Schedule | None, persistent: bool, host: str = "127.0.0.1") -> None:
         self.data_dir = data_dir
         self.port = port
+        self.host = parse_host(host)
+        self.local_host = local_address(self.host)
+        self.url = http_url(self.local_host, port)
         self.with_worker = with_worker
         self.demo = demo
         self.fleet: DemoFleet | None = None
@@ -119,17 +157,19 @@ class Stack:
                     # Any free port unless told: two stacks on one machine never collide.
                     "WORKER_METRICS_PORT": os.environ.get("WORKER_METRICS_PORT", "0"),
                     # Links in alert messages open this stack's UI unless told otherwise.
-                    "PUBLIC_BASE_URL": os.environ.get("PUBLIC_BASE_URL",
-                                                      f"http://127.0.0.1:{self.port}")}
+                    "PUBLIC_BASE_URL": os.environ.get("PUBLIC_BASE_URL", self.url)}
         if self.demo is not None:
             # The demo's storage emulators listen on loopback, which the egress policy refuses
             # unless allowed; a real deployment (DEMO=0) keeps the operator's setting as it is.
             self.env["EGRESS_ALLOW"] = ",".join(
                 e for e in (os.environ.get("EGRESS_ALLOW", ""), DEMO_EGRESS_ALLOW) if e)
+        warning = exposure_warning(self.host, self.env["PUBLIC_BASE_URL"])
+        if warning:
+            log(f"WARNING: {warning}")
         self._spawn("api", [str(VENV_BIN / "uvicorn"), "stormwatch.main:app", "--host",
-                            "127.0.0.1", "--port", str(self.port), "--log-level", "warning",
+                            str(self.host), "--port", str(self.port), "--log-level", "warning",
                             "--no-access-log"])
-        wait_for_port(self.port, 60, self.procs[-1][1])
+        wait_for_port(self.port, 60, self.procs[-1][1], host=self.local_host)
         if self.with_worker:
             self._spawn("worker", [str(VENV_BIN / "celery"), "-A", "stormwatch.worker.app",
                                    "worker", "--loglevel", "WARNING", "--concurrency", "2",
@@ -137,14 +177,14 @@ class Stack:
             self._spawn("beat", [str(VENV_BIN / "celery"), "-A", "stormwatch.worker.app", "beat",
                                  "--loglevel", "WARNING", "--schedule",
                                  str(self.data_dir / "celerybeat-schedule")])
-        url = f"http://127.0.0.1:{self.port}"
+        url = self.url
         extra: dict[str, Any] = {}
         if self.demo is not None:
             self.fleet = DemoFleet(self.data_dir, self.state, self._save_state, self._spawn,
                                    self.demo)
             extra["demo"] = self.fleet.start(url, demo["api_key"], demo["enrollment_token"],
                                              self.env, free_port)
-        return {**extra, "url": url, "data_dir": str(self.data_dir),
+        return {**extra, "url": url, "host": str(self.host), "data_dir": str(self.data_dir),
                 "email": demo["email"], "password": demo["password"],
                 "enrollment_token": demo["enrollment_token"], "api_key": demo["api_key"],
                 "org_id": demo["org_id"], "database_url": database_url, "redis_url": redis_url}
@@ -246,6 +286,9 @@ def banner(info: dict[str, Any], health: dict[str, Any], data_dir: Path) -> str:
     if failing:
         lines.append("NOT HEALTHY: " + "; ".join(
             f"{name}: {health[name].get('detail')}" for name in failing))
+    if info.get("host") and not parse_host(info["host"]).is_loopback:
+        lines.append(f"Listening on {info['host']}, port {url.rsplit(':', 1)[1]}: agents on "
+                     "other hosts use --api-url http://<this machine's address>:<port>")
     lines += [f"Agent enrollment token: {info['enrollment_token']}",
               f"Data and logs: {data_dir}", "Ctrl-C stops everything."]
     return "\n" + "".join(f"  {line}\n" for line in lines)
@@ -255,6 +298,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--data-dir", type=Path, help="kept between runs; a temp dir if omitted")
     p.add_argument("--port", type=int, default=0, help="API port (0: a free one)")
+    p.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"),
+                   help="address the API listens on ($HOST; 0.0.0.0: every address)")
     p.add_argument("--with-worker", action="store_true", help="start Celery worker and beat")
     p.add_argument("--demo", action="store_true",
                    help="the demo fleet: agents in emulated regions, storage emulators")
@@ -263,11 +308,16 @@ def main() -> int:
     p.add_argument("--human", action="store_true", help="print a banner instead of JSON")
     args = p.parse_args()
 
+    try:
+        parse_host(args.host)
+    except ValueError as exc:
+        log(str(exc))
+        return 2
     persistent = args.data_dir is not None
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="stormwatch-stack-"))
     schedule = FAST if args.demo_fast else Schedule() if args.demo else None
     stack = Stack(data_dir.resolve(), args.port or free_port(), args.with_worker, schedule,
-                  persistent)
+                  persistent, args.host)
     # A plain flag: a handler that took a lock (Event.set) could interrupt the main thread
     # while it holds that lock in Event.wait and deadlock the stop.
     stopping: list[int] = []

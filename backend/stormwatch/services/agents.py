@@ -33,17 +33,16 @@ class Placement(Protocol):
 
 
 def topology_class(src: Placement, dst: Placement) -> str:
-    """Seed 003 §4.3 classes, from the widest difference between the two agents."""
+    """Seed 003 §4.3 classes, from the widest difference between the two agents. A field
+    empty on either side is unknown, never equal: the pair gets the class of the first level
+    it is not shown to share (docs/methodology.md, Topology classes)."""
     if src.id == dst.id:
         return "self"
-    if src.provider != dst.provider:
-        return "cross_provider"
-    if src.region != dst.region:
-        return "cross_region"
-    if src.zone != dst.zone:
-        return "cross_az"
-    if src.subnet != dst.subnet:
-        return "cross_subnet"
+    for field, crossing in (("provider", "cross_provider"), ("region", "cross_region"),
+                            ("zone", "cross_az"), ("subnet", "cross_subnet")):
+        a, b = getattr(src, field), getattr(dst, field)
+        if not a or not b or a != b:
+            return crossing
     return "same_subnet"
 
 

@@ -32,12 +32,13 @@ def placement(i: int, variant: int = 0) -> dict[str, str]:
 
 def expected_class(a: dict[str, Any], b: dict[str, Any]) -> str:
     """The rules of seed 003 §4.3, spelled out independently of the service: the widest
-    difference between the two agents names the class."""
+    difference between the two agents names the class; a field missing on either side is
+    never a match."""
     if a["id"] == b["id"]:
         return "self"
     for field, cls in (("provider", "cross_provider"), ("region", "cross_region"),
                        ("zone", "cross_az"), ("subnet", "cross_subnet")):
-        if a[field] != b[field]:
+        if not a[field] or not b[field] or a[field] != b[field]:
             return cls
     return "same_subnet"
 
@@ -296,3 +297,26 @@ def test_calls_waiting_on_the_fleet_lock_for_an_agent_deleted_meanwhile_get_4xx(
         t.join(60)
     assert answers == {"update": 401, "delete": 404}
     assert set(pair_versions(db, org_id)) == {(b.agent_id, b.agent_id)}
+
+
+def test_a_field_missing_on_either_side_is_unknown_never_a_match(api, make_org):
+    """Agents off-cloud with no overrides used to compare empty strings and all land in
+    same_subnet: a pair is same_subnet only when both subnets are known and equal, and a
+    missing field classes the pair at the first level it is not shown to share."""
+    org = make_org()
+    site = {"provider": "onprem", "region": "lab", "zone": "rack1"}
+    a = enroll(api, org.enrollment_token, "a", **site)
+    b = enroll(api, org.enrollment_token, "b", **site)
+    c = enroll(api, org.enrollment_token, "c", **site, subnet="10.1.0.0/24")
+    d = enroll(api, org.enrollment_token, "d", **site, subnet="10.1.0.0/24")
+    e = enroll(api, org.enrollment_token, "e", provider="onprem", region="lab")
+    f = enroll(api, org.enrollment_token, "f", provider="onprem", region="lab2", zone="rack1")
+    agents, pairs = fleet_and_pairs(api, org.api_key)
+    assert len(agents) == 6
+    assert pairs[(a.agent_id, b.agent_id)] == "cross_subnet"  # neither subnet known
+    assert pairs[(a.agent_id, c.agent_id)] == "cross_subnet"  # one side unknown
+    assert pairs[(c.agent_id, d.agent_id)] == "same_subnet"   # both known and equal
+    assert pairs[(a.agent_id, e.agent_id)] == "cross_az"      # e's zone unknown
+    assert pairs[(e.agent_id, e.agent_id)] == "self"
+    assert pairs[(a.agent_id, f.agent_id)] == "cross_region"  # known regions differ
+    assert_complete_and_classified(agents, pairs)

@@ -50,7 +50,7 @@ def test_the_csv_file_is_named_by_pair_and_utc_range(
     mixed = ",".join(mesh.agents[n].agent_id for n in ("a1", "a4"))
     r = _csv(client, mesh, src=zone_a, dst=mixed)
     assert r.headers["content-disposition"] == (
-        f'attachment; filename="stormwatch-mesh-us-east-1a-to-2-agents-{stamp}.csv"')
+        f'attachment; filename="stormwatch-mesh-aws_us-east-1_us-east-1a-to-2-agents-{stamp}.csv"')
     r = _csv(client, mesh)
     assert r.headers["content-disposition"] == (
         f'attachment; filename="stormwatch-mesh-all-to-all-{stamp}.csv"')

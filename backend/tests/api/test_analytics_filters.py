@@ -186,7 +186,7 @@ def test_filters_that_do_not_apply_to_a_kind_get_a_422_naming_them(
         assert r.json()["detail"][0]["loc"] == ["query", name], r.text
 
 
-LEVELS = {"node": lambda n: f"filt-{n}", "zone": lambda n: AGENTS[n][2],
+LEVELS = {"node": lambda n: f"filt-{n}", "zone": lambda n: "/".join(AGENTS[n][:3]),
           "region": lambda n: AGENTS[n][1]}
 
 

@@ -78,7 +78,7 @@ def fleet(client: httpx.Client, make_org: Callable) -> Fleet:  # noqa: F811
     return Fleet(org, agents, start, samples)
 
 
-LABEL = {"node": lambda n: f"hm-{n}", "zone": lambda n: AGENTS[n][1],
+LABEL = {"node": lambda n: f"hm-{n}", "zone": lambda n: f"aws/{AGENTS[n][0]}/{AGENTS[n][1]}",
          "region": lambda n: AGENTS[n][0]}
 
 
@@ -99,7 +99,8 @@ def test_region_and_zone_cells_leave_self_loops_out(client: httpx.Client,  # noq
         values = fleet.values(pairs)
         assert count[key]["value"] == values.size, key
         assert p50[key]["value"] == float(np.quantile(values, 0.5, method="lower")), key
-    inside = ("eu-west-1", "eu-west-1") if level == "region" else ("ap-northeast-2a",) * 2
+    inside = (("eu-west-1", "eu-west-1") if level == "region"
+              else ("aws/ap-northeast-2/ap-northeast-2a",) * 2)
     assert p50[inside]["value"] > INTRA_US / 2
     assert (label("u1"), label("u1")) not in p50
 
@@ -128,3 +129,33 @@ def test_percentile_cells_count_the_samples_beyond_them(client: httpx.Client,  #
     # Two minutes of two pairs leave nothing beyond p99.99: too few to support it.
     assert fleet.heatmap(client, "region", "p99.99")[key]["beyond"] < 10
     assert fleet.heatmap(client, "region", "mean")[key]["beyond"] is None
+
+
+def test_same_named_zones_of_different_regions_or_providers_stay_apart(
+        client: httpx.Client, make_org: Callable) -> None:  # noqa: F811
+    """Zone "1" of two Azure regions, and a "rack1" at two providers, are four places: a zone
+    cell is keyed by provider, region and zone, never by the zone's name alone."""
+    org = make_org()
+    sites = {"w": ("azure", "westeurope", "1"), "e": ("azure", "eastus", "1"),
+             "p": ("onprem", "lab", "rack1"), "q": ("colo", "lab", "rack1")}
+    agents = {n: enroll(client, org.enrollment_token, f"zn-{n}", provider=pv, region=r, zone=z)
+              for n, (pv, r, z) in sites.items()}
+    start = rollups.floor_time(datetime.now(UTC) - timedelta(minutes=10), 60)
+    t0 = int(start.timestamp() * 1_000_000)
+    names = list(sites)
+    for i, s in enumerate(names):
+        n = len(names) * 10
+        r = post_batch(client, agents[s], {
+            "batch_id": str(uuid.uuid4()), "agent_id": agents[s].agent_id,
+            "mesh": {"peers": [agents[d].agent_id for d in names],
+                     "time_us": [t0 + k * 1_000_000 for k in range(n)],
+                     "peer_idx": [k % len(names) for k in range(n)], "round": list(range(n)),
+                     "payload_bytes": [1024] * n,
+                     "rtt_us": [1000 * (i + 1) + 10 * (k % len(names)) for k in range(n)],
+                     "status": [0] * n}})
+        assert r.status_code == 202, r.text
+    f = Fleet(org, agents, start, {})
+    cells = f.heatmap(client, "zone", "count")
+    label = {n: "/".join(site) for n, site in sites.items()}
+    assert set(cells) == {(label[s], label[d]) for s in names for d in names if s != d}
+    assert all(c["value"] == 10 for c in cells.values())

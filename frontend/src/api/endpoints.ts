@@ -1,5 +1,6 @@
 // Every call the pages make, over the generated client; maps API types onto view models.
 import { api, unwrap } from "./http";
+import { keyAt, keyLabel } from "../lib/alertMarks";
 import type { components } from "./schema";
 import type {
   AgentVM,
@@ -132,7 +133,7 @@ export function fleet(): Promise<AgentVM[]> {
 /** Agent ids behind a heatmap key at a level (the API keys nodes by name). */
 export function idsFor(agents: AgentVM[], level: Level, key: string): string[] {
   return agents
-    .filter((a) => (level === "node" ? a.name === key || a.id === key : level === "zone" ? (a.zone || `${a.region}/?`) === key : (a.region || "?") === key))
+    .filter((a) => (level === "node" ? a.name === key || a.id === key : keyAt(a, level) === key))
     .map((a) => a.id);
 }
 
@@ -158,7 +159,7 @@ export async function getHeatmap(q: RangeQuery & { level: Level; stat: HeatStat 
     level: q.level,
     stat: q.stat,
     keys,
-    labels: Object.fromEntries(keys.map((k) => [k, k])),
+    labels: Object.fromEntries(keys.map((k) => [k, keyLabel(k, q.level)])),
     cells: r.cells.map((c) => ({ src: c.src, dst: c.dst, value: c.value, count: c.samples, beyond: c.beyond ?? null })),
   };
 }

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { toAlert } from "../api/alerts";
 import type { AgentVM } from "../api/models";
 import { alert } from "../test/fixtures";
-import { alertsOnPair, firingCells, withCustomRange } from "./alertMarks";
+import { idsFor } from "../api/endpoints";
+import { alertsOnPair, firingCells, keyAt, keyLabel, withCustomRange } from "./alertMarks";
 
 const agent = (id: string, name: string, region: string, zone: string): AgentVM => ({
   id,
@@ -23,7 +24,7 @@ describe("firingCells", () => {
   it("marks the cell of each firing series at the heatmap's level", () => {
     const a = toAlert(alert());
     expect([...firingCells([a], FLEET, "node").keys()]).toEqual(["aws-use1-a-1|aws-euw1-a-1"]);
-    expect([...firingCells([a], FLEET, "zone").keys()]).toEqual(["us-east-1a|eu-west-1a"]);
+    expect([...firingCells([a], FLEET, "zone").keys()]).toEqual(["aws/us-east-1/us-east-1a|aws/eu-west-1/eu-west-1a"]);
     expect([...firingCells([a], FLEET, "region").keys()]).toEqual(["us-east-1|eu-west-1"]);
   });
 
@@ -46,7 +47,20 @@ describe("alertsOnPair", () => {
     expect(alertsOnPair([a], FLEET, "node", "a1", "a2")).toHaveLength(1);
     expect(alertsOnPair([a], FLEET, "node", "aws-use1-a-1", "aws-euw1-a-1")).toHaveLength(1);
     expect(alertsOnPair([a], FLEET, "region", "eu-west-1", "us-east-1")).toHaveLength(0);
-    expect(alertsOnPair([a], FLEET, "zone", "us-east-1a", "eu-west-1b")).toHaveLength(0);
+    expect(alertsOnPair([a], FLEET, "zone", "aws/us-east-1/us-east-1a", "aws/eu-west-1/eu-west-1b")).toHaveLength(0);
+    expect(alertsOnPair([a], FLEET, "zone", "aws/us-east-1/us-east-1a", "aws/eu-west-1/eu-west-1a")).toHaveLength(1);
+  });
+});
+
+describe("zone keys", () => {
+  it("keep same-named zones of different regions or providers apart, and read as a person would", () => {
+    const w = { ...agent("w", "w", "westeurope", "1"), provider: "azure" };
+    const e = { ...agent("e", "e", "eastus", "1"), provider: "azure" };
+    expect(keyAt(w, "zone")).not.toEqual(keyAt(e, "zone"));
+    expect(idsFor([w, e], "zone", keyAt(w, "zone"))).toEqual(["w"]);
+    expect(keyLabel("azure/westeurope/1", "zone")).toBe("azure westeurope 1");
+    expect(keyLabel("aws/eu-west-1/eu-west-1a", "zone")).toBe("aws eu-west-1a");
+    expect(keyLabel("eu-west-1", "region")).toBe("eu-west-1");
   });
 });
 

@@ -152,7 +152,8 @@ class Fleet:
         if level == "node":
             return a.name
         if level == "zone":
-            return a.zone or f"{a.region}/?"
+            # Zone names repeat across regions and providers (Azure's "1"): the key is all three.
+            return f"{a.provider or '?'}/{a.region or '?'}/{a.zone or '?'}"
         if level == "region":
             return a.region or "?"
         if level == "provider":
