@@ -2,15 +2,15 @@
 before compared empty strings (off-cloud agents without overrides were all same_subnet); they
 are classed again by the rule of services/agents.topology_class.
 
-Revision ID: 0018_topology
-Revises: 0017_rule_eval_failures
+Revision ID: 0020_topology
+Revises: 0019_accounts
 Create Date: 2026-11-28
 """
 
 from alembic import op
 
-revision = "0018_topology"
-down_revision = "0017_rule_eval_failures"
+revision = "0020_topology"
+down_revision = "0019_accounts"
 branch_labels = None
 depends_on = None
 
