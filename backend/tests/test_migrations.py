@@ -326,7 +326,7 @@ def test_raw_mesh_reads_by_series_ids_range_scan_the_series_index(db, services):
 
 
 def test_pairs_classed_on_empty_fields_are_classed_again_through_upgrade_and_downgrade(services):
-    """Before 0018 an empty field matched an empty one: agents without subnets in one zone
+    """Before 0020 an empty field matched an empty one: agents without subnets in one zone
     were same_subnet. The upgrade classes them as the service now does; the downgrade back."""
     import psycopg
 
@@ -335,7 +335,7 @@ def test_pairs_classed_on_empty_fields_are_classed_again_through_upgrade_and_dow
     with psycopg.connect(f"{admin} dbname=postgres", autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     url = services.database_url.rsplit("/", 1)[0] + f"/{name}"
-    _alembic(url, "upgrade", "0017_rule_eval_failures")
+    _alembic(url, "upgrade", "0019_accounts")
     org = uuid.uuid4()
     sites = {"a": ("lab", "r1", "z1", ""), "b": ("lab", "r1", "z1", ""),
              "c": ("lab", "r1", "z1", "10.0.0.0/24"), "d": ("lab", "r1", "z1", "10.0.0.0/24"),
@@ -360,9 +360,9 @@ def test_pairs_classed_on_empty_fields_are_classed_again_through_upgrade_and_dow
                                 "FROM agent_pairs").fetchall()
         return {(names[s], names[d]): c for s, d, c in rows}
 
-    _alembic(url, "upgrade", "0018_topology")
+    _alembic(url, "upgrade", "0020_topology")
     assert classes() == {("a", "b"): "cross_subnet", ("a", "c"): "cross_subnet",
                          ("c", "d"): "same_subnet", ("a", "e"): "cross_az",
                          ("e", "e"): "self"}
-    _alembic(url, "downgrade", "0017_rule_eval_failures")
+    _alembic(url, "downgrade", "0019_accounts")
     assert classes() == old
