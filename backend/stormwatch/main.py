@@ -33,6 +33,7 @@ from stormwatch.api.routes import (
     agents,
     alerts,
     analytics,
+    audit,
     auth,
     channels,
     health,
@@ -73,6 +74,7 @@ ROUTERS = [
     maintenance.router,
     throughput.router,
     vocabularies.router,
+    audit.router,
 ]
 
 
