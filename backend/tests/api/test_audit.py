@@ -161,6 +161,13 @@ def test_each_change_leaves_one_entry_with_actor_time_and_masked_diff(
     changed = only_entry(org, "org.update", org.creds.org_id, "api_key")
     assert changed["changes"] == {"raw_retention_days": [14, 21]}
 
+    # Throughput settings.
+    ok(api.put("/api/v1/throughput/settings", headers=key, json={
+        "enabled": True, "monthly_budget_bytes": 10**12, "default_duration_s": 20,
+        "default_proto": "tcp", "experiments_per_pair_per_day": 4}))
+    changed = only_entry(org, "throughput_settings.update", org.creds.org_id, "api_key")
+    assert changed["changes"]["monthly_budget_bytes"][1] == 10**12
+
     # Storage targets and prices.
     target = ok(api.post("/api/v1/storage-targets", headers=key, json={
         "name": "bucket", "provider": "s3", "region": "us-east-1", "bucket": "audit-probe",
