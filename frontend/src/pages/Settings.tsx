@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from "react";
 import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/endpoints";
 import { AdminOnly } from "../components/common/AdminOnly";
+import { AuditLog } from "../components/settings/AuditLog";
 import { Measurement } from "../components/settings/Measurement";
 import { StorageTargets } from "../components/settings/StorageTargets";
 import { Async, Card } from "../components/common/State";
@@ -208,6 +209,7 @@ export default function Settings() {
       <StorageTargets />
       <ApiKeys />
       <Users />
+      <AuditLog />
     </>
   );
 }
