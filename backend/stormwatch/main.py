@@ -34,6 +34,7 @@ from stormwatch.api.routes import (
     agents,
     alerts,
     analytics,
+    audit,
     auth,
     channels,
     health,
@@ -79,6 +80,7 @@ ROUTERS = [
     maintenance.router,
     throughput.router,
     vocabularies.router,
+    audit.router,
 ]
 
 

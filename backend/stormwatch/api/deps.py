@@ -26,6 +26,7 @@ from stormwatch.core.config import Settings, get_settings
 from stormwatch.core.db import get_sessionmaker
 from stormwatch.core.security import constant_time_equals, hash_token, token_kind
 from stormwatch.models import Agent, ApiKey, User
+from stormwatch.services import audit
 from stormwatch.services.accounts import SessionLimits, find_session
 
 SESSION_COOKIE = "sw_session"
@@ -183,6 +184,17 @@ UserPrincipalDep = Annotated[Principal, Depends(get_user_principal)]
 AdminDep = Annotated[Principal, Depends(get_admin_principal)]
 AdminUserDep = Annotated[Principal, Depends(get_admin_user_principal)]
 AgentDep = Annotated[Agent, Depends(get_agent)]
+
+
+async def get_audit_actor(request: Request, principal: OrgPrincipalDep,
+                          session: SessionDep) -> audit.Actor:
+    """Who the audit log names for this request's changes."""
+    request_id = (request.headers.get("x-request-id") or "")[:100] or None
+    return await audit.actor_for(session, principal.kind, principal.user_id,
+                                 principal.api_key_id, request_id)
+
+
+AuditActorDep = Annotated[audit.Actor, Depends(get_audit_actor)]
 
 
 class _OrgOwned(Protocol):

@@ -33,6 +33,8 @@ class Settings(BaseSettings):
 
     raw_retention_days: int = 14
     rollup_retention_days: int = 400
+    # Audit entries are kept this long, then pruned by the daily retention pass.
+    audit_retention_days: int = Field(default=400, ge=1)
 
     ingest_max_body_bytes: int = 8 * 1024 * 1024
     ingest_max_decompressed_bytes: int = 64 * 1024 * 1024

@@ -3,6 +3,7 @@
 from stormwatch.models.advisors import AdvisorResult, PricingOverride
 from stormwatch.models.agent import TOPOLOGY_CLASSES, Agent, AgentPair, EnrollmentToken
 from stormwatch.models.alerts import Alert, AlertEvent, AlertRule, AlertSeriesState
+from stormwatch.models.audit import AuditEvent
 from stormwatch.models.base import Base
 from stormwatch.models.jobs import JobRun
 from stormwatch.models.notifications import (
@@ -37,6 +38,7 @@ __all__ = [
     "AccountLink",
     "OidcConfig",
     "OidcLogin",
+    "AuditEvent",
     "AdvisorResult",
     "RAW_ORG_FILTER",
     "RAW_TABLES",

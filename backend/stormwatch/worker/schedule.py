@@ -48,7 +48,8 @@ BEAT_SCHEDULE.update({
         "schedule": timedelta(minutes=10),
         "options": {"expires": 600},
     },
-    # Rollups live 400 days by default (per org); a daily pass overshoots by under a day.
+    # Rollups live 400 days by default (per org), audit entries AUDIT_RETENTION_DAYS; a
+    # daily pass overshoots by under a day.
     "apply-rollup-retention": {
         "task": "stormwatch.apply_rollup_retention",
         "schedule": timedelta(days=1),

@@ -94,6 +94,7 @@ ACCESS: dict[tuple[str, str], str] = {
     ("DELETE", "/api/v1/alert-rules/{rule_id}"): "manage",
     ("GET", "/api/v1/alerts"): "read",
     ("GET", "/api/v1/alerts/{alert_id}"): "read",
+    ("GET", "/api/v1/audit"): "manage",  # admins only: people and admin API keys
     ("GET", "/api/v1/channels"): "read",
     ("POST", "/api/v1/channels"): "manage",
     ("GET", "/api/v1/channels/{channel_id}"): "read",

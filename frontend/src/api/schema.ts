@@ -1485,6 +1485,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/audit": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Audit Events */
+        get: operations["list_audit_events_api_v1_audit_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2160,6 +2177,62 @@ export interface components {
              * @description largest ratio first
              */
             pairs: components["schemas"]["AsymmetryPair"][];
+        };
+        /** AuditEventPublic */
+        AuditEventPublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * At
+             * Format: date-time
+             * @description UTC
+             */
+            at: string;
+            /**
+             * Actor Kind
+             * @description user or api_key
+             */
+            actor_kind: string;
+            /** Actor Id */
+            actor_id: string | null;
+            /**
+             * Actor Label
+             * @description The user's email or the key's name when it acted
+             */
+            actor_label: string;
+            /**
+             * Action
+             * @description <target_type>.<create|update|delete|...>
+             */
+            action: string;
+            /** Target Type */
+            target_type: string;
+            /** Target Id */
+            target_id: string | null;
+            /** Target Label */
+            target_label: string;
+            /**
+             * Changes
+             * @description {field: [before, after]}; credentials show as "••••"
+             */
+            changes: {
+                [key: string]: unknown;
+            };
+            /** Request Id */
+            request_id: string | null;
+        };
+        /** AuditPage */
+        AuditPage: {
+            /** Items */
+            items: components["schemas"]["AuditEventPublic"][];
+            /**
+             * Next Cursor
+             * @description Pass as `cursor` for the next (older) page; null on the last page
+             */
+            next_cursor: string | null;
         };
         /** AzComparison */
         AzComparison: {
@@ -12976,6 +13049,74 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Vocabularies"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_audit_events_api_v1_audit_get: {
+        parameters: {
+            query?: {
+                /** @description The actor's id, or a part of its label (email, key name) */
+                actor?: string | null;
+                target_type?: string | null;
+                target_id?: string | null;
+                action?: string | null;
+                /** @description UTC, inclusive */
+                from?: string | null;
+                /** @description UTC, exclusive */
+                to?: string | null;
+                cursor?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditPage"];
                 };
             };
             /** @description Missing, unknown, revoked or expired credential */

@@ -33,6 +33,7 @@ beforeEach(() => {
   api.route("GET /api/v1/users", () => []);
   api.route("GET /api/v1/invitations", () => []);
   api.route("GET /api/v1/oidc-config", () => ({ status: 404, body: { detail: "single sign-on is not set up" } }));
+  api.route("GET /api/v1/audit", () => ({ items: [], next_cursor: null }));
 });
 afterEach(cleanup);
 afterAll(() => api.close());
@@ -95,6 +96,8 @@ describe("Settings", () => {
       assign_all: false, agent_ids: ["a2"], credentials: { source: "env", service_account_json_var: "GCS_KEY_JSON" },
     });
 
+    // The new-target form closes once the API answered; editing before then would be undone.
+    await vi.waitFor(() => expect(screen.queryByRole("form", { name: "New storage target" })).toBeNull());
     await user.click(await screen.findByRole("button", { name: "Edit s3 east" }));
     const edit = screen.getByRole("form", { name: "Edit storage target s3 east" });
     const every = within(edit).getByRole("spinbutton", { name: "Probe every (s)" });
@@ -119,5 +122,47 @@ describe("Settings", () => {
     await screen.findByRole("table", { name: "Storage target list" });
     expect(screen.queryByRole("button", { name: /Edit|Delete|Add storage target/ })).toBeNull();
     expect(screen.getByText("Changing storage targets needs the admin role.")).toBeTruthy();
+  });
+
+  describe("audit log", () => {
+    const EVENT = (id: string, at: string, extra: object = {}) => ({
+      id, at, actor_kind: "api_key", actor_id: "k1", actor_label: "ci (swk_ab…)", action: "channel.update", target_type: "channel",
+      target_id: "c1", target_label: "mail", changes: { name: ["mail", "mail 2"], password: ["••••", "••••"] }, request_id: null, ...extra,
+    });
+
+    it("shows an admin who changed what, in UTC, with masked secrets, filters and older pages", async () => {
+      const user = userEvent.setup({ delay: null });
+      api.route("GET /api/v1/audit", (r) =>
+        r.query.get("cursor") === "next"
+          ? { items: [EVENT("e2", "2026-11-27T08:00:00Z", { action: "user.create", actor_kind: "user", actor_label: "me@example.com", target_label: "v@example.com", changes: { role: [null, "viewer"] } })], next_cursor: null }
+          : { items: [EVENT("e1", "2026-11-28T09:30:05Z")], next_cursor: "next" },
+      );
+      mount();
+      const table = await screen.findByRole("table", { name: "Audit log" });
+      const row = within(table).getAllByRole("row")[1]!;
+      expect(row.textContent).toContain("2026-11-28 09:30:05Z");
+      expect(row.textContent).toContain("ci (swk_ab…)");
+      expect(row.textContent).toContain("channel.update");
+      expect(row.textContent).toContain("mail → mail 2");
+      expect(row.textContent).toContain("password: •••• → ••••");
+      await user.click(screen.getByRole("button", { name: "Older entries" }));
+      await within(table).findByText("user.create");
+      expect(within(table).getAllByRole("row")).toHaveLength(3);
+      expect(screen.queryByRole("button", { name: "Older entries" })).toBeNull();
+
+      const form = screen.getByRole("form", { name: "Audit log filters" });
+      await user.type(within(form).getByRole("textbox", { name: /Target type/ }), "channel");
+      await user.click(within(form).getByRole("button", { name: "Filter" }));
+      await vi.waitFor(() => expect(api.seen.some((s) => s.path === "/api/v1/audit" && s.query.get("target_type") === "channel")).toBe(true));
+    });
+
+    it("shows a viewer no audit log and never asks for it", async () => {
+      api.route("GET /api/v1/auth/me", () => me("viewer"));
+      mount();
+      await screen.findByRole("table", { name: "Storage target list" });
+      expect(screen.queryByRole("region", { name: "Audit log" })).toBeNull();
+      expect(screen.queryByRole("table", { name: "Audit log" })).toBeNull();
+      expect(api.seen.filter((s) => s.path === "/api/v1/audit")).toHaveLength(0);
+    });
   });
 });

@@ -2,6 +2,7 @@ import { useState, type FormEvent } from "react";
 import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/endpoints";
 import { AdminOnly } from "../components/common/AdminOnly";
 import { Invitations } from "../components/settings/Invitations";
+import { AuditLog } from "../components/settings/AuditLog";
 import { Measurement } from "../components/settings/Measurement";
 import { SingleSignOn } from "../components/settings/SingleSignOn";
 import { StorageTargets } from "../components/settings/StorageTargets";
@@ -212,6 +213,7 @@ export default function Settings() {
       <Users />
       <Invitations />
       <SingleSignOn />
+      <AuditLog />
     </>
   );
 }

@@ -10,8 +10,11 @@ from typing import Annotated, Any, Literal, NoReturn
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response, status
 from fastapi.encoders import jsonable_encoder
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
+from stormwatch.api.deps import AdminDep, AuditActorDep, OrgPrincipalDep, SessionDep
+from stormwatch.models import PricingOverride
 from stormwatch.schemas.advisors import (
     CompressionIn,
     CompressionOut,
@@ -28,6 +31,7 @@ from stormwatch.schemas.advisors import (
     TimeoutOut,
 )
 from stormwatch.schemas.errors import NOT_FOUND
+from stormwatch.services import audit
 from stormwatch.services.advisors import catalog, measured, placement, rankings, results, timeouts
 from stormwatch.services.analytics.queries import QueryError
 
@@ -80,14 +84,35 @@ async def get_pricing(principal: OrgPrincipalDep, session: SessionDep) -> Pricin
                           figures=[PriceFigure(**f) for f in figures])
 
 
+async def _own_price(session: AsyncSession, org_id: Any, provider: str, region: str,
+                     item: str) -> dict[str, Any] | None:
+    row = await session.scalar(select(PricingOverride).where(
+        PricingOverride.org_id == org_id, PricingOverride.provider == provider,
+        PricingOverride.region == region, PricingOverride.item == item)
+        .execution_options(populate_existing=True))
+    if row is None:
+        return None
+    return audit.snapshot({"price_usd": row.price_usd, "source": row.source,
+                           "effective_date": row.effective_date})
+
+
 @router.put("/pricing/{provider}/{region}/{item}", response_model=PriceFigure)
 async def set_price(provider: str, region: str, item: PriceItem, body: PriceIn,
-                    principal: AdminDep, session: SessionDep) -> PriceFigure:
+                    principal: AdminDep, session: SessionDep,
+                    actor: AuditActorDep) -> PriceFigure:
+    before = await _own_price(session, principal.org_id, provider, region, item)
     try:
         await measured.set_price(session, principal.org_id, provider, region, item,
                                  body.price_usd, body.source, body.effective_date)
     except measured.AdvisorInputError as exc:
         _invalid("path", exc.field, str(exc))
+    after = await _own_price(session, principal.org_id, provider, region, item)
+    diff = audit.diff(before, after)
+    if diff:
+        audit.record(session, principal.org_id, actor,
+                     "price.create" if before is None else "price.update", "price",
+                     f"{provider}/{region}/{item}", f"{provider} {region} {item}", diff)
+    await session.commit()
     figs = await measured.prices(session, principal.org_id, provider, region)
     return PriceFigure(**figs[item])
 
@@ -95,10 +120,15 @@ async def set_price(provider: str, region: str, item: PriceItem, body: PriceIn,
 @router.delete("/pricing/{provider}/{region}/{item}", status_code=status.HTTP_204_NO_CONTENT,
                responses=NOT_FOUND)
 async def clear_price(provider: str, region: str, item: PriceItem, principal: AdminDep,
-                      session: SessionDep) -> Response:
+                      session: SessionDep, actor: AuditActorDep) -> Response:
     """Drops the org's own figure: the shipped one applies again."""
+    before = await _own_price(session, principal.org_id, provider, region, item)
     if not await measured.clear_price(session, principal.org_id, provider, region, item):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "the org has no figure of its own here")
+    audit.record(session, principal.org_id, actor, "price.delete", "price",
+                 f"{provider}/{region}/{item}", f"{provider} {region} {item}",
+                 audit.diff(before, None))
+    await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response, status
 
-from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
+from stormwatch.api.deps import AdminDep, AuditActorDep, OrgPrincipalDep, SessionDep
 from stormwatch.api.errors import ServiceErrors, value_error
 from stormwatch.schemas.alerts import (
     AlertDetail,
@@ -22,6 +22,7 @@ from stormwatch.schemas.alerts import (
     MetricsCatalog,
 )
 from stormwatch.schemas.errors import NOT_FOUND
+from stormwatch.services import audit
 from stormwatch.services import vocabularies as vocab
 from stormwatch.services.alerts import rules as svc
 from stormwatch.services.alerts.backtest import backtest
@@ -61,13 +62,21 @@ async def list_alert_rules(principal: OrgPrincipalDep, session: SessionDep) -> A
     return await svc.list_rules(session, principal.org_id)
 
 
+# Kept by the evaluator, not changed by people.
+_NOT_AUDITED = ("firing", "evaluated_until", "created_by", "created_by_key_id",
+                "eval_failures_in_a_row", "eval_last_error", "eval_last_failure")
+
+
 @router.post("/alert-rules", response_model=AlertRulePublic,
              status_code=status.HTTP_201_CREATED)
 async def create_alert_rule(body: AlertRuleCreate, principal: AdminDep,
-                            session: SessionDep) -> Any:
+                            session: SessionDep, actor: AuditActorDep) -> Any:
     async with _errors.writing(session):
-        return await svc.create_rule(session, principal.org_id, _draft(body), principal.user_id,
+        rule = await svc.create_rule(session, principal.org_id, _draft(body), principal.user_id,
                                      principal.api_key_id)
+        audit.record(session, principal.org_id, actor, "alert_rule.create", "alert_rule",
+                     rule["id"], rule["name"], audit.diff(None, rule, ignore=_NOT_AUDITED))
+        return rule
 
 
 @router.post("/alert-rules/backtest", response_model=BacktestResult,
@@ -101,7 +110,7 @@ async def get_alert_rule(rule_id: uuid.UUID, principal: OrgPrincipalDep,
 
 @router.patch("/alert-rules/{rule_id}", response_model=AlertRulePublic, responses=NOT_FOUND)
 async def update_alert_rule(rule_id: uuid.UUID, body: AlertRuleUpdate, principal: AdminDep,
-                            session: SessionDep) -> Any:
+                            session: SessionDep, actor: AuditActorDep) -> Any:
     changes = body.model_dump(exclude_unset=True)
     if body.scope is not None:
         changes["scope"] = body.scope.model_dump(mode="json", exclude_none=True)
@@ -112,15 +121,24 @@ async def update_alert_rule(rule_id: uuid.UUID, body: AlertRuleUpdate, principal
         if k in changes and changes[k] is None:
             _errors.raise_(RuleInvalid(["body", k], f"{k} cannot be null"))
     async with _errors.writing(session):
-        return await svc.update_rule(session, principal.org_id, rule_id, changes)
+        before = audit.snapshot(await svc.get_rule(session, principal.org_id, rule_id))
+        rule = await svc.update_rule(session, principal.org_id, rule_id, changes)
+        diff = audit.diff(before, rule, ignore=_NOT_AUDITED)
+        if diff:
+            audit.record(session, principal.org_id, actor, "alert_rule.update", "alert_rule",
+                         rule_id, rule["name"], diff)
+        return rule
 
 
 @router.delete("/alert-rules/{rule_id}", status_code=status.HTTP_204_NO_CONTENT,
                responses=NOT_FOUND)
 async def delete_alert_rule(rule_id: uuid.UUID, principal: AdminDep,
-                            session: SessionDep) -> Response:
+                            session: SessionDep, actor: AuditActorDep) -> Response:
     async with _errors.writing(session):
+        before = await svc.get_rule(session, principal.org_id, rule_id)
         await svc.delete_rule(session, principal.org_id, rule_id)
+        audit.record(session, principal.org_id, actor, "alert_rule.delete", "alert_rule",
+                     rule_id, before["name"], audit.diff(before, None, ignore=_NOT_AUDITED))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, status
 from sqlalchemy import text
 
-from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep
+from stormwatch.api.deps import AdminDep, AuditActorDep, OrgPrincipalDep, SessionDep
 from stormwatch.api.errors import ServiceErrors
 from stormwatch.notifications.base import PermanentError, TransientError
 from stormwatch.schemas.errors import NOT_FOUND
@@ -22,6 +22,7 @@ from stormwatch.schemas.notifications import (
     ChannelUpdate,
     DeliveryPublic,
 )
+from stormwatch.services import audit
 from stormwatch.services.notify import channels as svc
 
 router = APIRouter(tags=["notifications"])
@@ -34,6 +35,14 @@ _errors = ServiceErrors({
 })
 
 
+def _audited(public: Any, row: Any) -> dict[str, Any]:
+    """The channel's public form plus its secrets, which the diff masks: the log shows which
+    secret changed, never its value."""
+    secrets = svc.secret_values(row)
+    return {**audit.snapshot(public), "signing_secret": None,
+            **{name: secrets.get(name) for name in ("password", "url", "signing_secret")}}
+
+
 @router.get("/channels", response_model=list[ChannelPublic])
 async def list_channels(principal: OrgPrincipalDep, session: SessionDep) -> list[ChannelPublic]:
     return await svc.list_channels(session, principal.org_id)
@@ -41,11 +50,15 @@ async def list_channels(principal: OrgPrincipalDep, session: SessionDep) -> list
 
 @router.post("/channels", response_model=ChannelCreated, status_code=status.HTTP_201_CREATED)
 async def create_channel(body: ChannelCreate, principal: AdminDep,
-                         session: SessionDep) -> ChannelCreated:
+                         session: SessionDep, actor: AuditActorDep) -> ChannelCreated:
     """Creates an email, Slack or webhook channel. A webhook channel's `signing_secret`
     (whsec_..., Standard Webhooks) is in this response only."""
     async with _errors.writing(session):
-        return await svc.create_channel(session, principal.org_id, body, principal.user_id)
+        made = await svc.create_channel(session, principal.org_id, body, principal.user_id)
+        row = await svc.get_row(session, principal.org_id, made.id)
+        audit.record(session, principal.org_id, actor, "channel.create", "channel", made.id,
+                     made.name, audit.diff(None, _audited(made, row)))
+        return made
 
 
 @router.get("/channels/{channel_id}", response_model=ChannelPublic, responses=NOT_FOUND)
@@ -57,17 +70,28 @@ async def get_channel(channel_id: uuid.UUID, principal: OrgPrincipalDep,
 
 @router.patch("/channels/{channel_id}", response_model=ChannelCreated, responses=NOT_FOUND)
 async def update_channel(channel_id: uuid.UUID, body: ChannelUpdate, principal: AdminDep,
-                         session: SessionDep) -> ChannelCreated:
+                         session: SessionDep, actor: AuditActorDep) -> ChannelCreated:
     async with _errors.writing(session):
-        return await svc.update_channel(session, principal.org_id, channel_id, body)
+        row = await svc.get_row(session, principal.org_id, channel_id)
+        before = _audited(svc.public(row), row)
+        made = await svc.update_channel(session, principal.org_id, channel_id, body)
+        diff = audit.diff(before, _audited(made, row))
+        if diff:
+            audit.record(session, principal.org_id, actor, "channel.update", "channel",
+                         channel_id, made.name, diff)
+        return made
 
 
 @router.delete("/channels/{channel_id}", status_code=status.HTTP_204_NO_CONTENT,
                responses=NOT_FOUND)
 async def delete_channel(channel_id: uuid.UUID, principal: AdminDep,
-                         session: SessionDep) -> Response:
+                         session: SessionDep, actor: AuditActorDep) -> Response:
     async with _errors.writing(session):
+        row = await svc.get_row(session, principal.org_id, channel_id)
+        before = _audited(svc.public(row), row)
         await svc.delete_channel(session, principal.org_id, channel_id)
+        audit.record(session, principal.org_id, actor, "channel.delete", "channel", channel_id,
+                     before["name"], audit.diff(before, None))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 

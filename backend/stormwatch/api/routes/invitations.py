@@ -5,11 +5,18 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi import APIRouter, HTTPException, Response, status
 
-from stormwatch.api.deps import AdminUserDep, OrgPrincipalDep, SessionDep, SettingsDep, get_owned
+from stormwatch.api.deps import (
+    AdminUserDep,
+    AuditActorDep,
+    OrgPrincipalDep,
+    SessionDep,
+    SettingsDep,
+    get_owned,
+)
 from stormwatch.models import AccountLink, Org, User
 from stormwatch.schemas.accounts import InvitationCreate, InvitationCreated, InvitationPublic
 from stormwatch.schemas.errors import CONFLICT, NOT_FOUND
-from stormwatch.services import account_links, mail_texts, system_mail
+from stormwatch.services import account_links, audit, mail_texts, system_mail
 
 router = APIRouter(tags=["settings"])
 
@@ -24,7 +31,8 @@ async def list_invitations(principal: OrgPrincipalDep,
 @router.post("/invitations", response_model=InvitationCreated,
              status_code=status.HTTP_201_CREATED, responses=CONFLICT)
 async def create_invitation(body: InvitationCreate, principal: AdminUserDep,
-                            session: SessionDep, settings: SettingsDep) -> InvitationCreated:
+                            session: SessionDep, settings: SettingsDep,
+                            actor: AuditActorDep) -> InvitationCreated:
     """Mails a single-use link that sets the person's password. Without an SMTP server (or
     when the mail fails) the answer carries the link instead, this once."""
     try:
@@ -36,6 +44,9 @@ async def create_invitation(body: InvitationCreate, principal: AdminUserDep,
     org = await session.get(Org, principal.org_id)
     inviter = await session.get(User, principal.user_id) if principal.user_id else None
     assert org is not None
+    audit.record(session, principal.org_id, actor, "invitation.create", "invitation",
+                 link.row.id, link.row.email,
+                 audit.diff(None, {"email": link.row.email, "role": body.role}))
     await session.commit()
     url = account_links.link_url(settings.public_base_url, "invite", link.token)
     failure = await system_mail.send(
@@ -55,10 +66,14 @@ async def create_invitation(body: InvitationCreate, principal: AdminUserDep,
 @router.delete("/invitations/{invitation_id}", status_code=status.HTTP_204_NO_CONTENT,
                responses=NOT_FOUND)
 async def revoke_invitation(invitation_id: uuid.UUID, principal: AdminUserDep,
-                            session: SessionDep) -> Response:
+                            session: SessionDep, actor: AuditActorDep) -> Response:
     row = await get_owned(session, AccountLink, invitation_id, principal, "invitation")
     if row.purpose != "invite":
         raise HTTPException(status.HTTP_404_NOT_FOUND, "no such invitation")
-    row.revoked_at = row.revoked_at or datetime.now(UTC)
+    if row.revoked_at is None:
+        row.revoked_at = datetime.now(UTC)
+        audit.record(session, principal.org_id, actor, "invitation.revoke", "invitation",
+                     row.id, row.email, audit.diff({"revoked_at": None},
+                                                   {"revoked_at": row.revoked_at}))
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)

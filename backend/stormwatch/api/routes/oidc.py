@@ -7,14 +7,20 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from fastapi.responses import RedirectResponse
 
-from stormwatch.api.deps import AdminUserDep, OrgPrincipalDep, SessionDep, SettingsDep
+from stormwatch.api.deps import (
+    AdminUserDep,
+    AuditActorDep,
+    OrgPrincipalDep,
+    SessionDep,
+    SettingsDep,
+)
 from stormwatch.api.routes.auth import start_session
 from stormwatch.core.config import Settings
 from stormwatch.core.security import constant_time_equals, encrypt_secret
 from stormwatch.models import OidcConfig
 from stormwatch.schemas.accounts import OidcConfigPublic, OidcConfigUpdate
 from stormwatch.schemas.errors import NOT_FOUND
-from stormwatch.services import oidc
+from stormwatch.services import audit, oidc
 
 router = APIRouter(tags=["single sign-on"])
 
@@ -51,7 +57,8 @@ async def get_oidc_config(principal: OrgPrincipalDep, session: SessionDep,
 @router.put("/oidc-config", response_model=OidcConfigPublic,
             responses={422: {"description": "Bad issuer, or its discovery failed"}})
 async def put_oidc_config(body: OidcConfigUpdate, principal: AdminUserDep,
-                          session: SessionDep, settings: SettingsDep) -> OidcConfigPublic:
+                          session: SessionDep, settings: SettingsDep,
+                          actor: AuditActorDep) -> OidcConfigPublic:
     """Sets the org's provider; its discovery document is fetched now, so a wrong issuer
     is refused here rather than at someone's sign-in."""
     problem = oidc.issuer_problem(body.issuer_url)
@@ -71,6 +78,7 @@ async def put_oidc_config(body: OidcConfigUpdate, principal: AdminUserDep,
                             [{"loc": ["body", "client_secret"],
                               "msg": "the client secret is needed the first time",
                               "type": "missing"}])
+    before = None if cfg is None else _audited(cfg)
     if cfg is None:
         cfg = OidcConfig(org_id=principal.org_id)
         session.add(cfg)
@@ -81,15 +89,30 @@ async def put_oidc_config(body: OidcConfigUpdate, principal: AdminUserDep,
     cfg.default_role = body.default_role
     cfg.allowed_domains = sorted({d.lower() for d in body.allowed_domains})
     cfg.updated_at = datetime.now(UTC)
+    after = {**_audited(cfg), "client_secret": "new" if body.client_secret else None}
+    audit.record(session, principal.org_id, actor,
+                 "oidc_config.create" if before is None else "oidc_config.update",
+                 "oidc_config", principal.org_id, cfg.issuer_url,
+                 audit.diff(before, after, secret_fields=("client_secret",)))
     await session.commit()
     return _public(cfg, settings)
 
 
+def _audited(cfg: OidcConfig) -> dict[str, object]:
+    """The config's fields as the audit log compares them (the secret only as changed)."""
+    return {"issuer_url": cfg.issuer_url, "client_id": cfg.client_id,
+            "default_role": cfg.default_role, "allowed_domains": list(cfg.allowed_domains),
+            "client_secret": None}
+
+
 @router.delete("/oidc-config", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
-async def delete_oidc_config(principal: AdminUserDep, session: SessionDep) -> Response:
+async def delete_oidc_config(principal: AdminUserDep, session: SessionDep,
+                             actor: AuditActorDep) -> Response:
     cfg = await session.get(OidcConfig, principal.org_id)
     if cfg is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "single sign-on is not set up")
+    audit.record(session, principal.org_id, actor, "oidc_config.delete", "oidc_config",
+                 principal.org_id, cfg.issuer_url, audit.diff(_audited(cfg), None))
     await session.delete(cfg)
     await session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -7,11 +7,12 @@ import uuid
 from fastapi import APIRouter, status
 from sqlalchemy import select
 
-from stormwatch.api.deps import AdminDep, OrgPrincipalDep, Principal, SessionDep
+from stormwatch.api.deps import AdminDep, AuditActorDep, OrgPrincipalDep, Principal, SessionDep
 from stormwatch.api.errors import Detail, ServiceErrors
-from stormwatch.models import User
+from stormwatch.models import Silence, User
 from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.notifications import SilenceCreate, SilencePublic
+from stormwatch.services import audit
 from stormwatch.services.notify import windows as svc
 from stormwatch.services.notify.channels import Invalid
 
@@ -35,6 +36,11 @@ async def who(session: SessionDep, principal: Principal) -> str:
     return principal.kind
 
 
+def _audited(silence: SilencePublic) -> dict[str, object]:
+    # The state follows from the clock; the log keeps what people set.
+    return {k: v for k, v in audit.snapshot(silence).items() if k != "state"}
+
+
 @router.get("", response_model=list[SilencePublic])
 async def list_silences(principal: OrgPrincipalDep, session: SessionDep,
                         include_expired: bool = False) -> list[SilencePublic]:
@@ -43,17 +49,27 @@ async def list_silences(principal: OrgPrincipalDep, session: SessionDep,
 
 @router.post("", response_model=SilencePublic, status_code=status.HTTP_201_CREATED)
 async def create_silence(body: SilenceCreate, principal: AdminDep,
-                         session: SessionDep) -> SilencePublic:
+                         session: SessionDep, actor: AuditActorDep) -> SilencePublic:
     """Mutes notifications of the rules matched by rule_ids and/or label matchers (rules
     carry their labels plus alertname, severity and rule_id) from starts_at to ends_at."""
     made_by = await who(session, principal)
     async with _errors.writing(session):
-        return await svc.create_silence(session, principal.org_id, body, made_by)
+        made = await svc.create_silence(session, principal.org_id, body, made_by)
+        audit.record(session, principal.org_id, actor, "silence.create", "silence", made.id,
+                     made.comment, audit.diff(None, _audited(made)))
+        return made
 
 
 @router.delete("/{silence_id}", response_model=SilencePublic, responses=NOT_FOUND)
 async def expire_silence(silence_id: uuid.UUID, principal: AdminDep,
-                         session: SessionDep) -> SilencePublic:
+                         session: SessionDep, actor: AuditActorDep) -> SilencePublic:
     """Expires the silence now (it stays in the history)."""
     async with _errors.writing(session):
-        return await svc.expire_silence(session, principal.org_id, silence_id)
+        row = await session.get(Silence, silence_id)
+        before = _audited(svc.silence_public(row)) if row is not None else None
+        made = await svc.expire_silence(session, principal.org_id, silence_id)
+        diff = audit.diff(before, _audited(made))
+        if diff:
+            audit.record(session, principal.org_id, actor, "silence.expire", "silence",
+                         silence_id, made.comment, diff)
+        return made

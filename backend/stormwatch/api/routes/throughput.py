@@ -10,7 +10,7 @@ from typing import Annotated, Any, NoReturn
 from fastapi import APIRouter, HTTPException, Query, status
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from stormwatch.api.deps import AdminDep, OrgPrincipalDep, SessionDep, get_owned
+from stormwatch.api.deps import AdminDep, AuditActorDep, OrgPrincipalDep, SessionDep, get_owned
 from stormwatch.models import ThroughputExperiment
 from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.throughput import (
@@ -28,6 +28,7 @@ from stormwatch.schemas.throughput import (
     ThroughputSettingsPublic,
 )
 from stormwatch.schemas.types import IsoDatetime
+from stormwatch.services import audit
 from stormwatch.services.throughput import reports, store
 
 router = APIRouter(prefix="/throughput", tags=["throughput"])
@@ -87,12 +88,17 @@ async def get_throughput_settings(principal: OrgPrincipalDep,
 
 @router.put("/settings", response_model=ThroughputSettingsPublic)
 async def put_throughput_settings(body: ThroughputSettingsBody, principal: AdminDep,
-                                  session: SessionDep) -> dict[str, Any]:
+                                  session: SessionDep, actor: AuditActorDep) -> dict[str, Any]:
+    before = audit.snapshot(await store.get_settings(session, principal.org_id))
     try:
         out = await store.put_settings(session, principal.org_id, body.model_dump(mode="json"))
     except store.ThroughputInputError as exc:
         await session.rollback()
         _invalid(exc.loc, exc.msg)
+    diff = audit.diff(before, out)
+    if diff:
+        audit.record(session, principal.org_id, actor, "throughput_settings.update",
+                     "throughput_settings", principal.org_id, "throughput settings", diff)
     await session.commit()
     return out
 

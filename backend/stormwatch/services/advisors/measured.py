@@ -97,7 +97,7 @@ async def set_price(session: AsyncSession, org_id: uuid.UUID, provider: str, reg
         index_elements=["org_id", "provider", "region", "item"],
         set_={k: stmt.excluded[k] for k in ("price_usd", "source", "effective_date",
                                              "updated_at")}))
-    await session.commit()
+    await session.flush()
 
 
 async def clear_price(session: AsyncSession, org_id: uuid.UUID, provider: str, region: str,
@@ -105,7 +105,7 @@ async def clear_price(session: AsyncSession, org_id: uuid.UUID, provider: str, r
     res = await session.execute(delete(PricingOverride).where(
         PricingOverride.org_id == org_id, PricingOverride.provider == provider,
         PricingOverride.region == region, PricingOverride.item == item))
-    await session.commit()
+    await session.flush()
     return bool(getattr(res, "rowcount", 0))
 
 

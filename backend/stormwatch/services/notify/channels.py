@@ -82,6 +82,11 @@ def _split(kind: str, cfg: BaseModel, old_secrets: dict[str, str]) -> tuple[dict
     return data, secrets
 
 
+def secret_values(row: NotificationChannel) -> dict[str, str]:
+    """The channel's decrypted secrets (password, url, signing_secret): for comparison only."""
+    return _secrets(row)
+
+
 def _secrets(row: NotificationChannel) -> dict[str, str]:
     if not row.secret_ciphertext:
         return {}

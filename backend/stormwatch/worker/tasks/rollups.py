@@ -6,8 +6,9 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_sync_engine
-from stormwatch.services import rollups
+from stormwatch.services import audit, rollups
 from stormwatch.worker.app import celery_app
 
 
@@ -57,5 +58,8 @@ def sweep_late_samples(lookback_hours: float = 3.0) -> dict[str, int]:
 
 @celery_app.task(name="stormwatch.apply_rollup_retention")
 def apply_rollup_retention() -> dict[str, int]:
+    """Rollups past each org's retention, and audit entries past AUDIT_RETENTION_DAYS."""
     with get_sync_engine().begin() as conn:
-        return rollups.apply_rollup_retention(conn)
+        removed = rollups.apply_rollup_retention(conn)
+        removed["audit_events"] = audit.prune(conn, get_settings().audit_retention_days)
+        return removed
