@@ -96,6 +96,13 @@ def test_a_withdrawn_or_unknown_invitation_link_is_refused(mail_api, make_org):
         token = mail_api.link_token(mail_api.wait_for_mail(email), "accept-invite")
         assert admin.delete(f"/api/v1/invitations/{created['id']}").status_code == 204
         assert admin.get("/api/v1/invitations").json() == []
+        # Both left one audit entry each, by the admin, naming the invitee; no link in them.
+        r = admin.get("/api/v1/audit", params={"target_type": "invitation"})
+        events = {e["action"]: e for e in r.json()["items"]}
+        assert set(events) == {"invitation.create", "invitation.revoke"}, r.text
+        assert all(e["target_label"] == email and e["actor_label"] == org.email
+                   for e in events.values()), r.text
+        assert token not in r.text
     with mail_api.server.client() as c:
         r = c.post("/api/v1/auth/invitations/accept",
                    json={"token": token, "password": NEW_PASSWORD})
