@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -112,11 +113,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err := agent.Run(ctx, cfg, deps); err != nil {
+		if errors.Is(err, agent.ErrAgentDeleted) {
+			return exitDeleted
+		}
 		log.Error("agent failed", "err", err)
 		return 1
 	}
 	return 0
 }
+
+// exitDeleted is the exit status when the API says this agent was deleted: a supervisor
+// should not restart it until it is enrolled again (docs/agents.md).
+const exitDeleted = 3
 
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level

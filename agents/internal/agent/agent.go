@@ -211,6 +211,13 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	upd := client.SelfUpdate{AgentVersion: &d.Version, MeshAddress: &meshAddr, Metadata: &md, ThroughputAddress: &tputAddr}
 	if err := c.PatchSelf(ctx, upd); err != nil {
 		var se *client.StatusError
+		if client.IsAgentDeleted(err) {
+			// Deleted on purpose: re-enrolling by itself would bring it back, so it stops.
+			log.Error("this agent was deleted from its org: not measuring; its spool is dropped; "+
+				"enroll it again to rejoin", "err", err)
+			_ = os.RemoveAll(cfg.Spool.Dir)
+			return ErrAgentDeleted
+		}
 		if errors.As(err, &se) && se.Code == http.StatusUnauthorized {
 			// The token was revoked or the agent deleted: enroll again if we can.
 			log.Warn("agent token refused; enrolling again")
@@ -242,8 +249,12 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 		prober.SetSendMode(mesh.Broadcast)
 	}
 	m.AddGauge("stormwatch_agent_mesh_connected_peers", "Peers with an open mesh connection.", func() float64 { return float64(prober.Connected()) })
+	// The API saying this agent was deleted (config poll or ingest) ends the run like a signal.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	onDeleted := func() { stopRun(ErrAgentDeleted) }
 	ship, err := shipper.New(shipper.Options{AgentID: st.AgentID, SpoolDir: cfg.Spool.Dir, SpoolMaxBytes: cfg.Spool.MaxBytes,
-		FlushDeadline: cfg.FlushDeadline, Metrics: m, Logger: log}, c, rec)
+		FlushDeadline: cfg.FlushDeadline, Metrics: m, Logger: log, OnDeleted: onDeleted}, c, rec)
 	if err != nil {
 		return err
 	}
@@ -279,7 +290,10 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	go func() { defer close(echoDone); _ = echo.Serve(echoCtx) }()
 	probes.Add(2)
 	go func() { defer probes.Done(); _ = prober.Run(probeCtx) }()
-	go func() { defer probes.Done(); pollConfig(probeCtx, c, st.AgentID, prober, ship, storage, tput, m, log) }()
+	go func() {
+		defer probes.Done()
+		pollConfig(probeCtx, c, st.AgentID, prober, ship, storage, tput, m, log, func() { ship.AgentDeleted() })
+	}()
 	if tput != nil {
 		probes.Add(1)
 		go func() { defer probes.Done(); _ = tput.Run(probeCtx, st.AgentID, ship.AddThroughput) }()
@@ -297,8 +311,13 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	shipDone := make(chan struct{})
 	go func() { defer close(shipDone); _ = ship.Run(shipCtx) }()
 
-	<-ctx.Done()
-	log.Info("stopping: flushing samples", "deadline", cfg.FlushDeadline)
+	<-runCtx.Done()
+	deleted := errors.Is(context.Cause(runCtx), ErrAgentDeleted)
+	if deleted {
+		log.Info("stopping: this agent was deleted")
+	} else {
+		log.Info("stopping: flushing samples", "deadline", cfg.FlushDeadline)
+	}
 	// Probes stop first so that the shipper's last batch holds every recorded sample. The mesh
 	// stops sending and waits for the outcome of its messages in flight (at most the timeout)
 	// while the echo server still answers, so the self-loop loses nothing to the shutdown.
@@ -318,8 +337,14 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	}
 	final = append(final, "spooled_batches_left", ship.SpooledBatches())
 	log.Info("agent stopped", final...)
+	if deleted {
+		return ErrAgentDeleted
+	}
 	return nil
 }
+
+// ErrAgentDeleted ends Run when the API answers that this agent was deleted (410 Gone).
+var ErrAgentDeleted = errors.New("this agent was deleted from its org")
 
 // retry calls f with exponential backoff until it succeeds, ctx ends, or the API answers
 // with a non-retryable error.
@@ -343,7 +368,7 @@ func retry[T any](ctx context.Context, log *slog.Logger, what string, f func() (
 // pollConfig fetches the server config on start and whenever config_poll_s elapses, and
 // applies what changed; a 304 costs nothing.
 func pollConfig(ctx context.Context, c *client.Client, selfID string, prober *mesh.Prober, ship *shipper.Shipper,
-	storage StorageManager, tput *throughput.Manager, m *metrics.Agent, log *slog.Logger) {
+	storage StorageManager, tput *throughput.Manager, m *metrics.Agent, log *slog.Logger, onDeleted func()) {
 	version := ""
 	interval := 30 * time.Second
 	failBackoff := time.Second
@@ -352,6 +377,11 @@ func pollConfig(ctx context.Context, c *client.Client, selfID string, prober *me
 		wait := interval
 		switch {
 		case err != nil && ctx.Err() != nil:
+			return
+		case client.IsAgentDeleted(err):
+			log.Error("this agent was deleted from its org: measuring and shipping stop; "+
+				"enroll it again to rejoin", "err", err)
+			onDeleted()
 			return
 		case err != nil:
 			log.Warn("config poll failed", "err", err)

@@ -149,6 +149,13 @@ func (e *StatusError) Retryable() bool {
 	return e.Code == http.StatusTooManyRequests || e.Code == http.StatusRequestTimeout || e.Code >= 500
 }
 
+// IsAgentDeleted reports whether the API answered that this agent was deleted (410 Gone):
+// nothing it sends will ever be taken again under this identity.
+func IsAgentDeleted(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == http.StatusGone
+}
+
 // IsRetryable reports whether err is worth retrying: network errors and retryable statuses.
 func IsRetryable(err error) bool {
 	var se *StatusError

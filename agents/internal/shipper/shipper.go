@@ -42,6 +42,8 @@ type Options struct {
 	BackoffMax      time.Duration // default 60 s
 	Metrics         *metrics.Agent
 	Logger          *slog.Logger
+	// OnDeleted is called once when the API answers that this agent was deleted (410).
+	OnDeleted func()
 }
 
 // Shipper cuts batches and sends them.
@@ -63,6 +65,8 @@ type Shipper struct {
 	finalCut   chan struct{}
 	// flushFailed is set once a delivery fails during the final flush; sender goroutine only.
 	flushFailed bool
+	// deleted is set once the API says this agent was deleted: nothing is sent or kept since.
+	deleted atomic.Bool
 }
 
 // New opens the spool and returns a shipper; mesh may be nil.
@@ -170,6 +174,10 @@ loop:
 	for {
 		select {
 		case it := <-s.queue:
+			if s.deleted.Load() {
+				s.countDropped(it.counts)
+				continue
+			}
 			if err := s.spool.put(it); err != nil {
 				s.o.Logger.Error("spooling on shutdown failed; batch dropped", "batch", it.id, "err", err)
 				s.o.Metrics.SetError(err)
@@ -196,6 +204,10 @@ func (s *Shipper) cut() {
 	s.storage, s.throughput = nil, nil
 	s.mu.Unlock()
 	for _, c := range split(blocks, st, tp, int(s.maxSamples.Load())) {
+		if s.deleted.Load() {
+			s.countDropped(c.counts())
+			continue
+		}
 		it := &item{id: newBatchID(), counts: c.counts()}
 		it.gz = s.enc.batch(it.id, s.o.AgentID, &c)
 		select {
@@ -316,6 +328,13 @@ func (s *Shipper) next(hardCtx context.Context) *item {
 func (s *Shipper) deliver(hardCtx context.Context, it *item) {
 	log := s.o.Logger
 	for attempt := 0; ; attempt++ {
+		if s.deleted.Load() {
+			s.countDropped(it.counts)
+			if it.path != "" {
+				s.spool.release(it.path, true)
+			}
+			return
+		}
 		res, err := s.poster.PostBatch(hardCtx, it.gz)
 		if err == nil {
 			for k, n := range it.counts {
@@ -334,6 +353,10 @@ func (s *Shipper) deliver(hardCtx context.Context, it *item) {
 		s.o.Metrics.SetError(err)
 		if s.flushing() {
 			s.flushFailed = true // the API is not answering: stop trying and keep the rest on disk
+		}
+		if client.IsAgentDeleted(err) {
+			s.markDeleted(it, err)
+			return
 		}
 		var se *client.StatusError
 		isStatus := errors.As(err, &se)
@@ -382,6 +405,40 @@ func (s *Shipper) deliver(hardCtx context.Context, it *item) {
 		}
 	}
 }
+
+// markDeleted stops shipping for good: this batch, the spool and whatever comes later are
+// dropped, since no batch of a deleted agent will ever be stored.
+func (s *Shipper) markDeleted(it *item, err error) {
+	s.countDropped(it.counts)
+	if it.path != "" {
+		s.spool.release(it.path, true)
+	}
+	if s.AgentDeleted() {
+		s.o.Logger.Error("this agent was deleted from its org: measuring and shipping stop; "+
+			"enroll it again to rejoin", "err", err)
+	}
+}
+
+// AgentDeleted stops shipping for good and drops the spool; true the first time only.
+func (s *Shipper) AgentDeleted() bool {
+	if s.deleted.Swap(true) {
+		return false
+	}
+	s.countDropped(s.spool.clear())
+	if s.o.OnDeleted != nil {
+		s.o.OnDeleted()
+	}
+	return true
+}
+
+func (s *Shipper) countDropped(c Counts) {
+	for k, n := range c {
+		s.o.Metrics.Dropped[k].Add(uint64(n))
+	}
+}
+
+// Deleted reports whether the API answered that this agent was deleted.
+func (s *Shipper) Deleted() bool { return s.deleted.Load() }
 
 func (s *Shipper) releaseClaim(it *item) {
 	if it.path != "" {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // fakeIngest is an ingest endpoint that stores each batch id once, like the API.
 type fakeIngest struct {
 	mu       sync.Mutex
-	mode     string // "ok", "drop" (connection cut), "503", "429", "lose-answer"
+	mode     string // "ok", "drop" (connection cut), "503", "429", "lose-answer", "410"
 	retryS   int
 	failures int // remaining failures for 503/429/lose-answer; -1 = forever
 	stored   map[string]map[string]int
@@ -111,6 +112,9 @@ func (f *fakeIngest) serve(w http.ResponseWriter, r *http.Request) {
 		hj, _ := w.(http.Hijacker)
 		c, _, _ := hj.Hijack()
 		c.Close()
+		return
+	case f.mode == "410":
+		http.Error(w, `{"detail":"agent_deleted: this agent was deleted from its org"}`, http.StatusGone)
 		return
 	case (f.mode == "503" || f.mode == "429") && failing:
 		if f.retryS > 0 {
@@ -428,5 +432,68 @@ func TestSplitKeepsEverySampleOnce(t *testing.T) {
 	}
 	if total != 295 || len(parts) != 3 {
 		t.Fatalf("%d samples in %d batches, want 295 in 3", total, len(parts))
+	}
+}
+
+func (f *fakeIngest) posts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, a := range f.attempts {
+		n += len(a)
+	}
+	return n
+}
+
+func TestADeletedAgentStopsShippingAndDropsItsSpool(t *testing.T) {
+	f := newFakeIngest(t)
+	f.set("drop", -1, 0)
+	dir := t.TempDir()
+	var deletedCalls atomic.Int32
+	h := startShipper(t, f.srv.URL, dir, func(o *Options) { o.OnDeleted = func() { deletedCalls.Add(1) } })
+	for i := range 300 {
+		h.s.AddStorage(storageSample(i))
+	}
+	waitFor(t, "a spooled batch", 10*time.Second, func() bool { return h.s.pending() == 0 && h.s.SpooledBatches() >= 1 })
+	f.set("410", 0, 0)
+	waitFor(t, "the deletion to be noticed", 20*time.Second, func() bool { return deletedCalls.Load() == 1 })
+	waitFor(t, "an empty spool", 10*time.Second, func() bool {
+		entries, _ := os.ReadDir(dir)
+		return h.s.SpooledBatches() == 0 && len(entries) == 0
+	})
+	// New samples are neither sent nor spooled.
+	posted := f.posts()
+	for i := range 300 {
+		h.s.AddStorage(storageSample(1000 + i))
+	}
+	waitFor(t, "a cut", 10*time.Second, func() bool { return h.s.pending() == 0 })
+	h.stop()
+	if got := f.posts(); got != posted {
+		t.Fatalf("%d batches posted after the agent was deleted", got-posted)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("%d files left in the spool of a deleted agent", len(entries))
+	}
+	if n, _ := f.totals(); n != 0 {
+		t.Fatalf("%d samples stored for a deleted agent", n)
+	}
+	if got := h.m.Dropped[metrics.Storage].Load(); got != 600 {
+		t.Fatalf("dropped %d samples, want all 600", got)
+	}
+	if got := deletedCalls.Load(); got != 1 {
+		t.Fatalf("OnDeleted called %d times, want once", got)
+	}
+}
+
+func TestAnUnavailableAPIKeepsTheBatchAndTheShipperRunning(t *testing.T) {
+	f := newFakeIngest(t)
+	f.set("503", 3, 0)
+	h := startShipper(t, f.srv.URL, t.TempDir(), nil)
+	for i := range 50 {
+		h.s.AddStorage(storageSample(i))
+	}
+	waitFor(t, "delivery after 503s", 20*time.Second, func() bool { n, _ := f.totals(); return n == 50 })
+	if h.m.Dropped[metrics.Storage].Load() != 0 || h.s.Deleted() {
+		t.Fatal("a 503 dropped samples or stopped the shipper")
 	}
 }

@@ -243,3 +243,19 @@ func (s *spool) len() int {
 	defer s.mu.Unlock()
 	return len(s.entries)
 }
+
+// clear deletes every spooled batch (claimed ones too) and returns their sample counts.
+func (s *spool) clear() Counts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var total Counts
+	for _, e := range s.entries {
+		_ = os.Remove(e.path)
+		for k, n := range e.counts {
+			total[k] += n
+		}
+	}
+	s.entries, s.bytes, s.claimed = nil, 0, map[string]bool{}
+	s.publish()
+	return total
+}

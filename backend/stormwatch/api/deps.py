@@ -25,7 +25,7 @@ from stormwatch.api.throttle import (
 from stormwatch.core.config import Settings, get_settings
 from stormwatch.core.db import get_sessionmaker
 from stormwatch.core.security import constant_time_equals, hash_token, token_kind
-from stormwatch.models import Agent, ApiKey, User
+from stormwatch.models import Agent, ApiKey, DeletedAgent, User
 from stormwatch.services import audit
 from stormwatch.services.accounts import SessionLimits, find_session
 
@@ -33,6 +33,9 @@ SESSION_COOKIE = "sw_session"
 CSRF_COOKIE = "sw_csrf"
 CSRF_HEADER = "X-CSRF-Token"
 UNSAFE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
+# What a deleted agent's token is answered with (410); agents match on the leading word.
+AGENT_DELETED_DETAIL = ("agent_deleted: this agent was deleted from its org; "
+                        "enroll it again to rejoin")
 
 
 async def get_session() -> AsyncIterator[AsyncSession]:
@@ -74,6 +77,11 @@ async def _agent_from_token(session: AsyncSession, token: str) -> Agent:
     agent = (await session.execute(
         select(Agent).where(Agent.token_hash == hash_token(token)))).scalar()
     if agent is None:
+        deleted = await session.scalar(select(DeletedAgent.id).where(
+            DeletedAgent.token_hash == hash_token(token)).limit(1))
+        if deleted is not None:
+            # Distinct from 401 so the agent stops for good instead of retrying forever.
+            raise HTTPException(status.HTTP_410_GONE, AGENT_DELETED_DETAIL)
         raise _unauthorized("unknown or rotated agent token")
     now = datetime.now(UTC)
     # Throttled so busy agents don't turn every batch into an UPDATE.

@@ -1,7 +1,13 @@
 """All models, imported here so metadata is complete for Alembic and tests."""
 
 from stormwatch.models.advisors import AdvisorResult, PricingOverride
-from stormwatch.models.agent import TOPOLOGY_CLASSES, Agent, AgentPair, EnrollmentToken
+from stormwatch.models.agent import (
+    TOPOLOGY_CLASSES,
+    Agent,
+    AgentPair,
+    DeletedAgent,
+    EnrollmentToken,
+)
 from stormwatch.models.alerts import Alert, AlertEvent, AlertRule, AlertSeriesState
 from stormwatch.models.audit import AuditEvent
 from stormwatch.models.base import Base
@@ -40,6 +46,7 @@ __all__ = [
     "OidcLogin",
     "AuditEvent",
     "AdvisorResult",
+    "DeletedAgent",
     "RAW_ORG_FILTER",
     "RAW_TABLES",
     "TOPOLOGY_CLASSES",

@@ -72,3 +72,19 @@ class AgentPair(Base):
         ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True
     )
     topology_class: Mapped[str] = mapped_column(String(20))
+
+
+class DeletedAgent(Base):
+    """An agent the org deleted, remembered so its peers' samples about it are set aside,
+    its token is told it was deleted, and analyses still name it."""
+
+    __tablename__ = "deleted_agents"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    provider: Mapped[str] = mapped_column(String(50), default="", server_default="")
+    region: Mapped[str] = mapped_column(String(100), default="", server_default="")
+    zone: Mapped[str] = mapped_column(String(100), default="", server_default="")
+    token_hash: Mapped[str] = mapped_column(String(64), index=True)
+    deleted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

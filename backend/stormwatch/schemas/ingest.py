@@ -80,3 +80,6 @@ class IngestAccepted(BaseModel):
     batch_id: uuid.UUID
     accepted: AcceptedCounts
     duplicate: bool
+    # reason -> section -> rows left out of an otherwise stored batch; "deleted_peer": rows
+    # about a peer the org deleted. Empty when every row was stored.
+    set_aside: dict[str, dict[str, int]] = Field(default_factory=dict)

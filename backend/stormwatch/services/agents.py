@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.core.security import hash_token, new_token
-from stormwatch.models import Agent, AgentPair, EnrollmentToken, Org
+from stormwatch.models import Agent, AgentPair, DeletedAgent, EnrollmentToken, Org
 from stormwatch.models.org import DEFAULT_MESH_SETTINGS
 
 METADATA_FIELDS = ("provider", "region", "zone", "subnet", "instance_type", "private_ip",
@@ -97,9 +97,18 @@ async def delete_agent(session: AsyncSession, agent: Agent) -> bool:
     """Deletes an agent, its pairs with it (foreign keys cascade); False when a concurrent
     call deleted it first."""
     await lock_org_fleet(session, agent.org_id)
-    gone = await session.execute(delete(Agent).where(Agent.id == agent.id)
-                                 .returning(Agent.id))
-    return gone.first() is not None
+    gone = (await session.execute(
+        delete(Agent).where(Agent.id == agent.id).returning(
+            Agent.id, Agent.org_id, Agent.name, Agent.provider, Agent.region, Agent.zone,
+            Agent.token_hash))).first()
+    if gone is None:
+        return False
+    # Remembered in the same transaction, so no moment exists where the id is simply unknown.
+    await session.execute(insert(DeletedAgent).values(
+        id=gone.id, org_id=gone.org_id, name=gone.name, provider=gone.provider,
+        region=gone.region, zone=gone.zone, token_hash=gone.token_hash,
+        deleted_at=datetime.now(UTC)).on_conflict_do_nothing())
+    return True
 
 
 class AgentGone(Exception):

@@ -36,25 +36,57 @@ def batch_minutes(time_us: NDArray[np.int64]) -> list[datetime]:
     return [EPOCH + timedelta(minutes=int(m)) for m in np.unique(time_us // 60_000_000)]
 
 
+def _keep_rows(data: dict[str, Any], keep: NDArray[np.bool_]) -> None:
+    """Narrows a section's columns to the rows kept (the dictionaries stay whole)."""
+    n = int(data["n"])
+    for key, col in data.items():
+        if key in ("n", "peers") or col is None:
+            continue
+        if isinstance(col, np.ndarray) and len(col) == n:
+            data[key] = col[keep]
+        elif isinstance(col, list) and len(col) == n:
+            data[key] = [v for v, k in zip(col, keep.tolist(), strict=True) if k]
+    data["n"] = int(keep.sum())
+
+
 async def check_references(conn: asyncpg.Connection, org_id: uuid.UUID,
-                           batch: ParsedBatch) -> None:
+                           batch: ParsedBatch) -> dict[str, int]:
     """Every agent and target a batch names must belong to the sender's org, and every
     storage target must be assigned to the sending agent.
 
     Ids are looked up within the org only, so another org's agent is reported exactly like
-    an id that does not exist: the answer reveals nothing about other orgs.
+    an id that does not exist: the answer reveals nothing about other orgs. Rows about a
+    peer this org has deleted are removed from the batch and counted, returned as
+    {section: rows set aside}; the rest of the batch is stored.
     """
+    set_aside: dict[str, int] = {}
     if batch.referenced_agents:
+        ids = list(batch.referenced_agents)
         rows = await conn.fetch("SELECT id FROM agents WHERE org_id = $1 AND id = ANY($2::uuid[])",
-                                org_id, list(batch.referenced_agents))
+                                org_id, ids)
         known = {r["id"] for r in rows}
+        deleted: set[uuid.UUID] = set()
+        if len(known) < len(ids):
+            deleted = {r["id"] for r in await conn.fetch(
+                "SELECT id FROM deleted_agents WHERE org_id = $1 AND id = ANY($2::uuid[])",
+                org_id, [i for i in ids if i not in known])}
+        # Every id is checked before anything is set aside: a never-owned one refuses it all.
         for section in ("mesh", "throughput"):
             data = getattr(batch, section)
             if data is None:
                 continue
             for i, peer in enumerate(data["peers"]):
-                if peer not in known:
+                if peer not in known and peer not in deleted:
                     raise BatchError([section, "peers", i], f"unknown agent id {peer}")
+        for section in ("mesh", "throughput"):
+            data = getattr(batch, section)
+            if data is None or not deleted:
+                continue
+            gone = np.array([p in deleted for p in data["peers"]], dtype=bool)
+            drop = gone[data["peer_idx"]] if data["n"] else np.zeros(0, dtype=bool)
+            if drop.any():
+                set_aside[section] = int(drop.sum())
+                _keep_rows(data, ~drop)
     if batch.referenced_targets:
         exists = await conn.fetchval("SELECT to_regclass('storage_targets') IS NOT NULL")
         if not exists:
@@ -74,6 +106,7 @@ async def check_references(conn: asyncpg.Connection, org_id: uuid.UUID,
             if not assigned[target]:
                 raise BatchError(["storage", "targets", i],
                                  f"storage target {target} is not assigned to this agent")
+    return set_aside
 
 
 async def ensure_partitions(conn: asyncpg.Connection, batch: ParsedBatch) -> None:

@@ -3782,6 +3782,12 @@ export interface components {
             accepted: components["schemas"]["AcceptedCounts"];
             /** Duplicate */
             duplicate: boolean;
+            /** Set Aside */
+            set_aside?: {
+                [key: string]: {
+                    [key: string]: number;
+                };
+            };
         };
         /**
          * InlineCredentials

@@ -140,7 +140,7 @@ async def _ingest(request: Request, agent: Agent, settings: Settings) -> Respons
             if batch.agent_id != agent.id:
                 raise HTTPException(status.HTTP_403_FORBIDDEN,
                                     "agent_id is not the agent this token belongs to")
-            await check_references(conn, agent.org_id, batch)
+            set_aside = await check_references(conn, agent.org_id, batch)
         except BatchError as exc:
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, exc.detail()) from exc
         await ensure_partitions(conn, batch)
@@ -151,7 +151,8 @@ async def _ingest(request: Request, agent: Agent, settings: Settings) -> Respons
         for kind, n in counts.items():
             if n:
                 INGEST_SAMPLES.labels(kind).inc(n)
-    payload = {"batch_id": str(batch.batch_id), "accepted": counts, "duplicate": duplicate}
+    payload = {"batch_id": str(batch.batch_id), "accepted": counts, "duplicate": duplicate,
+               "set_aside": {"deleted_peer": set_aside} if set_aside else {}}
     return JSONResponse(payload, status_code=200 if duplicate else 202)
 
 

@@ -549,8 +549,7 @@ def _place_of(fleet: Fleet, ids: list[uuid.UUID] | None) -> str:
         return "all"
     chosen = set(ids)
     if len(chosen) == 1:
-        a = fleet.agents.get(next(iter(chosen)))
-        return a.name if a is not None else str(next(iter(chosen)))
+        return fleet.level_of(next(iter(chosen)), "node")
     for level in ("zone", "region", "provider"):
         places = {fleet.level_of(i, level) for i in chosen}
         if len(places) == 1:

@@ -135,6 +135,8 @@ class Fleet:
     # Rollup levels still filling their history (services/rollups.py fill_level_history):
     # "kind:bucket_s" -> the first bucket start from which the level is complete.
     filling: dict[str, datetime] = field(default_factory=dict)
+    # Agents the org deleted whose samples were kept: named "<name> (deleted)", never by id.
+    deleted: dict[uuid.UUID, AgentInfo] = field(default_factory=dict)
 
     def complete_from(self, kind: str) -> dict[int, datetime]:
         """bucket_s -> start of the complete part, for the kind's levels still filling."""
@@ -148,7 +150,11 @@ class Fleet:
     def level_of(self, agent: uuid.UUID, level: str) -> str:
         a = self.agents.get(agent)
         if a is None:
-            return str(agent)
+            a = self.deleted.get(agent)
+            if a is None:
+                return str(agent)
+            if level == "node":
+                return f"{a.name} (deleted)"
         if level == "node":
             return a.name
         if level == "zone":
@@ -179,10 +185,14 @@ async def load_fleet(session: AsyncSession, org_id: uuid.UUID) -> Fleet:
         ":fill ORDER BY kind), ARRAY(SELECT rolled_until FROM rollup_watermarks WHERE kind "
         "LIKE :fill ORDER BY kind) FROM orgs WHERE id = :o"),
         {"o": org_id, "fill": "%:fill"})).one_or_none()
+    deleted = {r.id: AgentInfo(r.id, r.name, r.provider, r.region, r.zone)
+               for r in (await session.execute(text(
+                   "SELECT id, name, provider, region, zone FROM deleted_agents "
+                   "WHERE org_id = :o"), {"o": org_id})).all()}
     if org is None:
-        return Fleet(agents, topo)
+        return Fleet(agents, topo, deleted=deleted)
     filling = {k.removesuffix(":fill"): t for k, t in zip(org[1], org[2], strict=True)}
-    return Fleet(agents, topo, org[0], filling)
+    return Fleet(agents, topo, org[0], filling, deleted)
 
 
 @dataclass
@@ -309,7 +319,8 @@ def _selected_agents(fleet: Fleet, f: Filters) -> set[uuid.UUID] | None:
     if not (f.agents or f.regions or f.zones or f.providers):
         return None
     out = set()
-    for a in fleet.agents.values():
+    # Deleted agents whose samples were kept still match the place they measured from.
+    for a in [*fleet.agents.values(), *fleet.deleted.values()]:
         if f.agents and a.id not in f.agents:
             continue
         if f.regions and a.region not in f.regions:
