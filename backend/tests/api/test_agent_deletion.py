@@ -144,7 +144,7 @@ def test_a_deleted_agent_s_kept_samples_are_shown_under_its_name(api, db, fleet)
                              "group_by": "zone_pair", "resolution": "raw"})
     assert series.status_code == 200, series.text
     labels = {tuple(g["group"]) for g in series.json()["groups"]}
-    assert ("us-east-1a", "eu-west-1a") in labels
+    assert ("aws/us-east-1/us-east-1a", "aws/eu-west-1/eu-west-1a") in labels
     csv = api.get("/api/v1/analytics/mesh/series.csv", headers=admin(org),
                   params={"start": start.isoformat(), "end": end.isoformat(),
                           "src": gone.agent_id, "resolution": "raw"})
