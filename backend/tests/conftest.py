@@ -14,6 +14,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 from sqlalchemy import Engine, create_engine, text
 
 from stormwatch.devtools.bootstrap import OrgCredentials, create_org_sync
@@ -26,6 +28,17 @@ from stormwatch.devtools.services import (
     wait_for_port,
 )
 from tests.helpers import stop_group
+
+# Stateful tests run a fixed seed and a bounded budget in `make test`; HYPOTHESIS_PROFILE=soak
+# runs many more (and longer) examples.
+_SLOW = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+hypothesis_settings.register_profile(
+    "default", derandomize=True, deadline=None, max_examples=6, stateful_step_count=25,
+    suppress_health_check=_SLOW)
+hypothesis_settings.register_profile(
+    "soak", derandomize=False, deadline=None, max_examples=200, stateful_step_count=60,
+    suppress_health_check=_SLOW)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO = Path(__file__).resolve().parents[2]
 # The egress policy refuses loopback; tests whose receivers listen there open it (tests of
