@@ -2,14 +2,13 @@
 // Chromium, given its inputs, and must show its answer and each term of its equation;
 // screenshots land in e2e/screenshots/advisors-*.png.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launch, steps, signIn } from "./support/browser.mjs";
 import { enroll, seedMesh, seedStorage, smallFleet } from "./support/seed.mjs";
 import { backfillRollups } from "./support/rollup.mjs";
-import { FRONTEND, startStack } from "./support/stack.mjs";
+import { FRONTEND, buildUnlessSkipped, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
 const WAIT = 30_000;
@@ -43,10 +42,7 @@ async function termRows(table, symbols) {
 describe("advisors", { timeout: 600_000 }, () => {
   before(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    if (!process.env.SW_SKIP_BUILD) {
-      const b = spawnSync("npm", ["run", "build"], { cwd: FRONTEND, stdio: "inherit" });
-      assert.equal(b.status, 0, "npm run build failed");
-    }
+    buildUnlessSkipped();
     stack = await startStack({ log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
     base = stack.info.url;
     const agents = await enroll(base, stack.info.enrollment_token, smallFleet());

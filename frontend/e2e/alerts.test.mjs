@@ -3,14 +3,13 @@
 // into the stored history, saves it, sees it fire on a live spike posted through the ingest
 // API (alerts page, heatmap cell, pair banner) and silences it. Screenshots in e2e/screenshots/.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launch, pick, steps, signIn, unpickAll } from "./support/browser.mjs";
 import { enroll, postBatch, seedMesh, smallFleet } from "./support/seed.mjs";
 import { backfillRollups } from "./support/rollup.mjs";
-import { FRONTEND, startStack } from "./support/stack.mjs";
+import { FRONTEND, buildUnlessSkipped, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
 const WAIT = 30_000;
@@ -48,10 +47,7 @@ async function postSpike(src, dst, fromMs, toMs, stepMs) {
 describe("alerts", { timeout: 900_000 }, () => {
   before(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    if (!process.env.SW_SKIP_BUILD) {
-      const b = spawnSync("npm", ["run", "build"], { cwd: FRONTEND, stdio: "inherit" });
-      assert.equal(b.status, 0, "npm run build failed");
-    }
+    buildUnlessSkipped();
     stack = await startStack({ withWorker: true, log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
     base = stack.info.url;
     // All six agents make every topology class a pair of the fleet; three of them measure.

@@ -1,14 +1,13 @@
 // The Content-Security-Policy the API sends is enforced by Chromium on every page of the app
 // (signed out and in, with charts drawn from seeded data) and on /docs: not one violation.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe } from "node:test";
 import { launch, signIn, stackLogs, steps } from "./support/browser.mjs";
 import { backfillRollups } from "./support/rollup.mjs";
 import { createStorageTargets, enroll, seedMesh, seedStorage, smallFleet } from "./support/seed.mjs";
-import { FRONTEND, startStack } from "./support/stack.mjs";
+import { FRONTEND, buildUnlessSkipped, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
 const WAIT = 60_000;
@@ -72,10 +71,7 @@ async function visit(path, ready) {
 describe("content security policy", { timeout: 900_000 }, () => {
   before(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    if (!process.env.SW_SKIP_BUILD) {
-      const b = spawnSync("npm", ["run", "build"], { cwd: FRONTEND, stdio: "inherit" });
-      assert.equal(b.status, 0, "npm run build failed");
-    }
+    buildUnlessSkipped();
     stack = await startStack({ log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
     base = stack.info.url;
     const agents = await enroll(base, stack.info.enrollment_token, smallFleet());

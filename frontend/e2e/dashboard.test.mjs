@@ -1,14 +1,13 @@
 // End-to-end: the built UI served by the real API, data seeded through the ingest API,
 // driven in headless Debian Chromium. Each test leaves a screenshot in e2e/screenshots/.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launch, steps, signIn, until as pollUntil } from "./support/browser.mjs";
 import { createStorageTargets, enroll, seedMesh, seedStorage, smallFleet } from "./support/seed.mjs";
 import { backfillRollups } from "./support/rollup.mjs";
-import { FRONTEND, startStack } from "./support/stack.mjs";
+import { FRONTEND, buildUnlessSkipped, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
 const WAIT = 30_000;
@@ -42,10 +41,7 @@ const summaryCount = async () => Number((await page.getByRole("table", { name: "
 describe("dashboard", { timeout: 600_000 }, () => {
   before(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    if (!process.env.SW_SKIP_BUILD) {
-      const b = spawnSync("npm", ["run", "build"], { cwd: FRONTEND, stdio: "inherit" });
-      assert.equal(b.status, 0, "npm run build failed");
-    }
+    buildUnlessSkipped();
     stack = await startStack({ log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
     base = stack.info.url;
     agents = await enroll(base, stack.info.enrollment_token, smallFleet());

@@ -5,13 +5,12 @@
 // the title names the agents although the link carries ids only; the histogram resolves the
 // body; a tail percentile with too few samples beyond it is greyed.
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launch, steps, signIn, until as pollUntil } from "./support/browser.mjs";
 import { enroll, postBatch, rng } from "./support/seed.mjs";
-import { FRONTEND, startStack } from "./support/stack.mjs";
+import { FRONTEND, buildUnlessSkipped, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
 const WAIT = 60_000;
@@ -75,10 +74,7 @@ async function seedPair(src, dst, startMs, endMs) {
 describe("pair fidelity", { timeout: 600_000 }, () => {
   before(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    if (!process.env.SW_SKIP_BUILD) {
-      const b = spawnSync("npm", ["run", "build"], { cwd: FRONTEND, stdio: "inherit" });
-      assert.equal(b.status, 0, "npm run build failed");
-    }
+    buildUnlessSkipped();
     stack = await startStack({ log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
     base = stack.info.url;
     const fleet = [

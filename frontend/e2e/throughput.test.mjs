@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launch, steps, signIn } from "./support/browser.mjs";
 import { enroll, postBatch } from "./support/seed.mjs";
-import { FRONTEND, REPO, startStack } from "./support/stack.mjs";
+import { FRONTEND, REPO, buildUnlessSkipped, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
 const WAIT = 30_000;
@@ -104,10 +104,7 @@ function direction(e, sender, startMs, rates) {
 describe("throughput", { timeout: 300_000 }, () => {
   before(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    if (!process.env.SW_SKIP_BUILD) {
-      const b = spawnSync("npm", ["run", "build"], { cwd: FRONTEND, stdio: "inherit" });
-      assert.equal(b.status, 0, "npm run build failed");
-    }
+    buildUnlessSkipped();
     stack = await startStack({ log: (s) => process.env.SW_VERBOSE && process.stderr.write(s) });
     base = stack.info.url;
     agents = await enroll(base, stack.info.enrollment_token, FLEET);

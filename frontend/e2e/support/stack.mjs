@@ -1,12 +1,21 @@
 // Starts `python -m stormwatch.devtools.stack` (PostgreSQL, Redis, migrations, the API serving
 // frontend/dist, a demo org) and resolves with the JSON line it prints when ready.
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
+import assert from "node:assert/strict";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const FRONTEND = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const REPO = join(FRONTEND, "..");
+
+/** Builds the UI a feature file serves, unless the runner built it once for every file
+ * (`SW_SKIP_BUILD=1`, as `npm run test:e2e` does). */
+export function buildUnlessSkipped() {
+  if (process.env.SW_SKIP_BUILD) return;
+  const b = spawnSync("npm", ["run", "build"], { cwd: FRONTEND, stdio: "inherit" });
+  assert.equal(b.status, 0, "npm run build failed");
+}
 
 function python() {
   const venv = join(REPO, ".venv", "bin", "python");
