@@ -249,3 +249,24 @@ class AlertModel(RuleBasedStateMachine):
 def test_evaluator_matches_the_model(services: Any, db: Engine, make_org: Callable) -> None:
     run_state_machine_as_test(lambda: AlertModel(db, make_org, services.database_url),
                               settings=PROFILE)
+
+
+def test_editing_a_firing_n_of_m_rule_keeps_its_alert_until_a_window_says_otherwise(
+        services: Any, db: Engine, make_org: Callable) -> None:
+    """The model's shrunk example, as a plain sequence: a firing 2-of-2 rule is edited, and
+    the next cycle (no window closed since) must not resolve it on the open window."""
+    m = AlertModel(db, make_org, services.database_url)
+    try:
+        rid = m.create_rule(x=1, extra=0, n=2)
+        m.windows_pass(breach=[True, True], count=3)
+        m.cycle(concurrent=False)
+        m.stored_equals_model()
+        assert m.model[rid].open == {"rule"}
+        m.edit_rule(rid=rid, x=1, extra=0)
+        m.cycle(concurrent=False)
+        m.stored_equals_model()
+        m.windows_pass(breach=[True, True], count=1)
+        m.cycle(concurrent=False)
+        m.stored_equals_model()
+    finally:
+        m.teardown()

@@ -599,7 +599,9 @@ def plan_rule(rule: Rule, due: Due, evals: list[SeriesEval], fleet: Fleet,
                     open_alerts[k] = (uuid.UUID(int=0), 0)
                 else:
                     open_alerts.pop(k, None)
-        if rule.n > 1:
+        # The open window decides only early firings, as for a series: its missing samples
+        # say nothing, and after an edit its cleared states would resolve the group at once.
+        if rule.n > 1 and not (is_open and len(met) < rule.n):
             group, tr = step_group(group, len(met), rule.n)
             if tr is not None:
                 agreeing = met if tr == "firing" else [k for k in by_key if any(
