@@ -74,6 +74,27 @@ def test_a_password_change_ends_every_session_of_the_user(api_server, make_org):
         login(client, org.email, "a much longer new passphrase")
 
 
+def test_two_password_changes_at_once_one_wins_and_the_other_is_told(api_server, make_org):
+    """Both browsers send the right current password at the same moment: the one that comes
+    second no longer knows it, so it is refused, rather than both answered 200 and the
+    first one's new password silently overwritten."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    org = make_org()
+    news = ["the first new passphrase", "the second new passphrase"]
+    with signed_in(api_server, org.email) as a, signed_in(api_server, org.email) as b:
+        def change(c: httpx.Client, new: str) -> int:
+            return c.post("/api/v1/auth/password", headers={"X-CSRF-Token": c.cookies["sw_csrf"]},
+                          json={"current_password": PASSWORD, "new_password": new}).status_code
+
+        with ThreadPoolExecutor(2) as pool:
+            codes = list(pool.map(change, [a, b], news))
+        assert sorted(codes) == [200, 403], codes
+        winner = news[codes.index(200)]
+    with api_server.client() as c:
+        assert login(c, org.email, winner).status_code == 200
+
+
 def test_a_password_change_needs_the_current_password_and_a_valid_new_one(api_server,
                                                                            make_org):
     org = make_org()

@@ -94,7 +94,9 @@ async def change_password(body: PasswordChange, request: Request, response: Resp
                           settings: SettingsDep) -> Me:
     """Changes the signed-in person's password. Every session of theirs ends (other
     browsers are signed out); this one continues on a new session, whose cookies are set."""
-    user = await session.get(User, principal.user_id)
+    # Locked until the change commits: a second change sent at the same moment checks its
+    # current password against the new hash, instead of both succeeding and one being lost.
+    user = await session.get(User, principal.user_id, with_for_update=True)
     if user is None:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "not logged in")
     # A stolen session must not become a way to guess the password: same count as logins.
