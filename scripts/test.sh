@@ -28,6 +28,7 @@ suite() {
   fi
 }
 
+suite "lint (ruff, mypy, gofmt, go vet, tsc, eslint)" scripts/lint.sh
 suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=compose-check-secret-key docker-compose -f docker-compose.yml config -q
 # The backend runs on both raw-storage engines when TimescaleDB is installed: the full suite on
 # plain PostgreSQL, then the suites that touch raw storage on TimescaleDB. Each pass's session

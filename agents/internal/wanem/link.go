@@ -56,13 +56,6 @@ func (l *Link) AddStep(s Step) {
 	l.steps = append(l.steps, s)
 }
 
-// Steps are the scheduled level changes.
-func (l *Link) Steps() []Step {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Step(nil), l.steps...)
-}
-
 // Level is the one-way delay without jitter or spikes at t (base plus the steps begun).
 func (l *Link) Level(t time.Time) time.Duration {
 	l.mu.Lock()

@@ -18,7 +18,6 @@ SeriesKey = tuple[Any, ...]
 EXTRA_COLUMNS = {"target": "target_id", "op": "op", "variant": "variant", "content": "content",
                  "size_bytes": "size_bytes", "copies": "copies", "concurrency": "concurrency",
                  "group_name": "group_name", "proto": "proto", "direction": "direction"}
-UUID_FIELDS = ("agents", "src", "dst", "target")
 
 
 def to_filters(scope: dict[str, Any], adjusted: bool = False,

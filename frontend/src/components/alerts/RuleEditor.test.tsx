@@ -4,13 +4,13 @@ import { cleanup, render, screen, waitFor, within } from "@testing-library/react
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../../test/apiServer";
-import { useOrigin } from "../../test/dom";
+import { setOrigin } from "../../test/dom";
 import { AGENTS, BACKTEST, VOCABULARIES, rule } from "../../test/fixtures";
 
 // Typing through user-event is slow on a busy machine; the assertions wait on conditions, not time.
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
-useOrigin(api);
+setOrigin(api);
 const { RuleEditor } = await import("./RuleEditor");
 const { ThemeProvider } = await import("../../lib/theme");
 
