@@ -14,6 +14,7 @@ import ipaddress
 import json
 import os
 import re
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,12 +246,23 @@ class NetnsAgent(AgentProcess):
                 out[m.group(1) + (f":{m.group(3)}" if m.group(3) else "")] = float(m.group(4))
         return out
 
+    def stop(self, timeout_s: float = 60) -> dict[str, object]:
+        """SIGTERM, then the final counts of this run (the log keeps earlier runs' too)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout_s)
+        return self.final_counts()
+
     def final_counts(self) -> dict[str, object]:
+        """The counts the agent logged last when it stopped."""
+        last: dict[str, object] | None = None
         for line in self.log.read_text().splitlines():
             try:
                 rec = json.loads(line)
             except ValueError:
                 continue
             if rec.get("msg") == "agent stopped":
-                return dict(rec)
-        raise AssertionError(f"{self.name} logged no final counts:\n{self.log.read_text()}")
+                last = dict(rec)
+        if last is None:
+            raise AssertionError(f"{self.name} logged no final counts:\n{self.log.read_text()}")
+        return last

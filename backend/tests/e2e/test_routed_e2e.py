@@ -9,6 +9,7 @@ the API behind r1. Cutting r1-r2 separates a3 from everyone, the API included.
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,10 +32,7 @@ OK, TIMEOUT, REFUSED = 0, 1, 2
 
 @pytest.fixture(scope="module")
 def net() -> Iterator[RoutedNet]:
-    try:
-        sweep_stale()
-    except (OSError, RuntimeError) as exc:
-        pytest.skip(f"ROUTED NETWORK TESTS SKIPPED: cannot run ip ({exc})")
+    sweep_stale()
     network = RoutedNet()
     try:
         network.build()
@@ -43,8 +41,10 @@ def net() -> Iterator[RoutedNet]:
             network.add_host(name, router, i)
     except NoNetAdmin as exc:
         network.close()
-        pytest.skip(f"ROUTED NETWORK TESTS SKIPPED: this process lacks CAP_NET_ADMIN "
-                    f"(ip netns add: {exc})")
+        why = f"ROUTED NETWORK TESTS SKIPPED: no CAP_NET_ADMIN (ip netns add: {exc})"
+        # A warning too, so the skip shows in the run's summary, not only with -rs.
+        warnings.warn(why, stacklevel=1)
+        pytest.skip(why)
     except BaseException:
         network.close()
         raise
@@ -93,7 +93,7 @@ def fleet(net: RoutedNet, routed_api: ApiServer, make_org: Callable[..., OrgCred
     f = Fleet(org, {}, binary, tmp_path_factory.mktemp("routed-agents"), routed_api)
     with f.admin() as admin:
         r = admin.patch("/api/v1/org", json={"mesh_settings": {
-            "enabled": True, "rate_hz": RATE_HZ, "payload_bytes": 128, "timeout_ms": 1000}})
+            "enabled": True, "rate_hz": RATE_HZ, "payload_bytes": 128, "timeout_ms": 2000}})
         assert r.status_code == 200, r.text
     for name in ("a1", "a2", "a3"):
         f.add(name, net)
@@ -200,7 +200,8 @@ def test_a_cut_between_the_routers_loses_only_the_pairs_that_cross_it(
                     (s, d, losses)
             else:
                 assert losses == {}, (s, d, losses)
-                assert during.get((ids[s], ids[d], OK), 0) >= RATE_HZ * (CUT_S - 2), (s, d)
+                # Still measuring all along (generously: a loaded host may skip rounds).
+                assert during.get((ids[s], ids[d], OK), 0) >= RATE_HZ * CUT_S // 2, (s, d)
     print(f"\nlosses during the {CUT_S}s cut (status: rows): {report}")
 
 
@@ -221,3 +222,125 @@ def test_an_agent_advertising_loopback_from_its_routed_address_is_refused(
     with fleet.admin() as admin:
         names = {a["name"] for a in admin.get("/api/v1/agents").json()}
     assert names == {"a1", "a2", "a3"}, names
+
+
+def test_an_api_outage_is_spooled_and_every_measured_sample_is_stored_once(
+        fleet: Fleet, db: Engine) -> None:
+    agents = [fleet.agents[n] for n in ("a1", "a2", "a3")]
+    spooled_before = {a.name: metric(a, "stormwatch_agent_samples_spooled_total:mesh")
+                      for a in agents}
+    fleet.api.stop()
+    try:
+        outage_end = time.monotonic() + OUTAGE_S
+        while time.monotonic() < outage_end:
+            assert all(a.proc is not None and a.proc.poll() is None for a in agents)
+            time.sleep(0.5)
+        spooled = {a.name: metric(a, "stormwatch_agent_samples_spooled_total:mesh")
+                   - spooled_before[a.name] for a in agents}
+    finally:
+        fleet.api.start()
+    assert all(v > 0 for v in spooled.values()), spooled
+
+    wait_until("spools drained after the outage", 120, lambda: all(
+        metric(a, "stormwatch_agent_spool_batches") == 0 for a in agents), every_s=0.5)
+    finals = {a.name: a.stop() for a in agents}
+    ids = {a.name: a.agent_id for a in agents}
+    stored = rows_by_src(db, fleet.org.org_id)
+    with db.connect() as c:
+        distinct: dict[str, int] = dict(c.execute(text(
+            "SELECT src_agent_id::text, count(DISTINCT (dst_agent_id, round)) "
+            "FROM mesh_samples WHERE org_id = :o GROUP BY 1"),
+            {"o": fleet.org.org_id}).tuples().all())
+    print("\naccounting after the API outage (mesh samples, whole run):")
+    for name, final in finals.items():
+        measured, shipped = final["mesh_measured"], final["mesh_shipped"]
+        dropped = final["mesh_dropped"]
+        print(f"  {name}: measured={measured} shipped={shipped} dropped={dropped} "
+              f"stored={stored[ids[name]]} spooled_in_outage={spooled[name]:.0f}")
+        assert final["spooled_batches_left"] == 0, final
+        assert measured == shipped + dropped, final  # type: ignore[operator]
+        assert dropped == 0, final
+        assert stored[ids[name]] == shipped, (name, stored[ids[name]], final)
+        assert distinct[ids[name]] == stored[ids[name]], f"{name}: duplicate rows"
+
+
+def rounds_lost(db: Engine, org_id: str, since: datetime, src: str, dst: str) -> tuple[int, int]:
+    """(rows, rounds without a row) of src's samples about dst sent since `since`: every
+    round src ran from its first sample about dst to its last round but one (that one may be
+    cut short by the stop), read from src's samples about any peer, itself included."""
+    with db.connect() as c:
+        got, lost = c.execute(text(
+            "WITH mine AS (SELECT dst_agent_id, round FROM mesh_samples WHERE org_id = :o "
+            "AND src_agent_id = :s AND time >= :t), "
+            "span AS (SELECT min(round) FILTER (WHERE dst_agent_id = :d) AS lo, "
+            "max(round) - 1 AS hi FROM mine), "
+            "ran AS (SELECT DISTINCT round FROM mine, span WHERE round BETWEEN lo AND hi), "
+            "have AS (SELECT DISTINCT round FROM mine, span WHERE dst_agent_id = :d "
+            "AND round BETWEEN lo AND hi) "
+            "SELECT (SELECT count(*) FROM mine WHERE dst_agent_id = :d), "
+            "(SELECT count(*) FROM ran) - (SELECT count(*) FROM have)"),
+            {"o": org_id, "s": src, "d": dst, "t": since}).one()
+    return int(got), int(lost)
+
+
+def test_deleting_and_enrolling_agents_mid_run_loses_no_sample_of_the_other_pairs(
+        fleet: Fleet, net: RoutedNet, db: Engine) -> None:
+    a1, a2, a3 = (fleet.agents[n] for n in ("a1", "a2", "a3"))
+    restart = datetime.now(UTC)
+    stored_before = rows_by_src(db, fleet.org.org_id)
+    for a in (a1, a2, a3):
+        a.start()
+    ids = {a.name: a.agent_id for a in (a1, a2, a3)}
+
+    def measuring(names: list[str]) -> Callable[[], bool]:
+        def check() -> bool:
+            got = pair_counts(db, fleet.org.org_id, since=restart)
+            return all(got.get((fleet.agents[s].agent_id, fleet.agents[d].agent_id, OK), 0)
+                       >= 20 for s in names for d in names)
+        return check
+
+    wait_until("the restarted fleet measuring", 120, measuring(["a1", "a2", "a3"]), every_s=1)
+
+    # Both at once, while everyone measures: a2 deleted, a4 (behind r2) joins.
+    with fleet.admin() as admin:
+        assert admin.delete(f"/api/v1/agents/{ids['a2']}").status_code == 204
+    a4 = fleet.add("a4", net)
+    a4.enroll()
+    a4.start()
+    ids["a4"] = a4.agent_id
+    wait_until("a2 told it is deleted and gone", 120, lambda: a2.proc is not None
+               and a2.proc.poll() is not None, every_s=0.5)
+    assert a2.proc is not None and a2.proc.returncode == 3, a2.log.read_text()[-2000:]
+    # a1 and a3 learn of a4, and forget a2, with the same config poll.
+    wait_until("a1, a3 and a4 measuring each other", 120, measuring(["a1", "a3", "a4"]),
+               every_s=1)
+    live = [a1, a3, a4]
+    finals = {a.name: a.stop() for a in live}
+    deleted_final = a2.final_counts()
+
+    stored = rows_by_src(db, fleet.org.org_id)
+    print("\naccounting across the deletion of a2 and the enrollment of a4 (this run):")
+    total_lost = 0
+    for a in live:
+        final = finals[a.name]
+        measured, shipped = final["mesh_measured"], final["mesh_shipped"]
+        dropped = final["mesh_dropped"]
+        stored_now = stored.get(ids[a.name], 0) - stored_before.get(ids[a.name], 0)
+        assert final["spooled_batches_left"] == 0, final
+        assert measured == shipped + dropped, final  # type: ignore[operator]
+        assert dropped == 0, final
+        # What was shipped and not stored was set aside: samples about the deleted a2.
+        set_aside = shipped - stored_now  # type: ignore[operator]
+        assert set_aside >= 0, (a.name, stored_now, final)
+        lost = {}
+        for d in live:
+            got, missing = rounds_lost(db, fleet.org.org_id, restart, ids[a.name], ids[d.name])
+            assert got > 0, (a.name, d.name)
+            lost[d.name] = missing
+        total_lost += sum(lost.values())
+        print(f"  {a.name}: measured={measured} shipped={shipped} dropped={dropped} "
+              f"stored={stored_now} set_aside_about_a2={set_aside} "
+              f"rounds_lost_per_peer={lost}")
+    print(f"  a2 (deleted): {deleted_final}")
+    print(f"samples lost outside a2's pairs: {total_lost}")
+    assert total_lost == 0
