@@ -247,10 +247,9 @@ def test_an_api_outage_is_spooled_and_every_measured_sample_is_stored_once(
     ids = {a.name: a.agent_id for a in agents}
     stored = rows_by_src(db, fleet.org.org_id)
     with db.connect() as c:
-        distinct: dict[str, int] = dict(c.execute(text(
+        distinct = {src: n for src, n in c.execute(text(
             "SELECT src_agent_id::text, count(DISTINCT (dst_agent_id, round)) "
-            "FROM mesh_samples WHERE org_id = :o GROUP BY 1"),
-            {"o": fleet.org.org_id}).tuples().all())
+            "FROM mesh_samples WHERE org_id = :o GROUP BY 1"), {"o": fleet.org.org_id}).all()}
     print("\naccounting after the API outage (mesh samples, whole run):")
     for name, final in finals.items():
         measured, shipped = final["mesh_measured"], final["mesh_shipped"]
