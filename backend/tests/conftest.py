@@ -101,9 +101,11 @@ class ApiServer:
     """The API as a real process on a fixed port, so it can be stopped and restarted."""
 
     def __init__(self, services: Services, extra_env: dict[str, str] | None = None,
-                 args: list[str] | None = None, scheme: str = "http") -> None:
+                 args: list[str] | None = None, scheme: str = "http",
+                 host: str = "127.0.0.1") -> None:
+        self.host = host
         self.port = free_port()
-        self.base_url = f"{scheme}://127.0.0.1:{self.port}"
+        self.base_url = f"{scheme}://{host}:{self.port}"
         self.args = args or []
         self.env = {**os.environ, "DATABASE_URL": services.database_url,
                     "REDIS_URL": services.redis_url, "PYTHONPATH": str(REPO / "backend"),
@@ -114,12 +116,12 @@ class ApiServer:
     def start(self) -> None:
         with open(self.log, "ab") as logf:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "stormwatch.main:app", "--host", "127.0.0.1",
+                [sys.executable, "-m", "uvicorn", "stormwatch.main:app", "--host", self.host,
                  "--port", str(self.port), "--log-level", "warning", *self.args],
                 env=self.env, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT,
                 start_new_session=True)
         try:
-            wait_for_port(self.port, 60, self.proc)
+            wait_for_port(self.port, 60, self.proc, host=self.host)
         except BaseException:
             self.stop()  # an API that never listened must not outlive the test run
             raise
