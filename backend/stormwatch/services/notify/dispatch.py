@@ -307,7 +307,10 @@ def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
     # An alert that fired and resolved since the last pass is told once, as resolved (from
     # start to end): two messages racing each other could arrive resolved-first.
     resolving = {e["alert_id"] for e in events if e["kind"] == "resolved"}
-    absorbed: dict[uuid.UUID, Row] = {}
+    # Set aside before the loop: one cycle's events share created_at, so the resolved one
+    # may come first.
+    absorbed: dict[uuid.UUID, Row] = {e["alert_id"]: e for e in events
+                                      if e["kind"] == "firing" and e["alert_id"] in resolving}
 
     def mark(e: Row, outcome: str, nid: uuid.UUID | None = None,
              by: Any = None) -> None:
@@ -319,8 +322,7 @@ def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
     for e in events:
         rule = rules.get(e["rule_id"])
         if e["kind"] == "firing" and e["alert_id"] in resolving:
-            absorbed[e["alert_id"]] = e
-            continue
+            continue  # told with its resolution
         if rule is None or e["alert_id"] not in alerts:
             mark(e, "not_notified")
             continue
