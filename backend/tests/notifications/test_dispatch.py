@@ -335,3 +335,27 @@ def test_fired_and_resolved_in_one_cycle_is_told_once_whatever_order_the_events_
     [msg] = payloads(hook)
     assert msg["type"] == "alert.resolved"
     assert outcomes(db, rule) == ["notified", "notified"]
+
+
+def test_a_resolution_whose_firing_another_planner_holds_waits_and_is_told(
+        settings: Settings, org: Org, db: Engine) -> None:
+    """Two planners at once can split one alert's events: while one holds its firing event
+    (claimed, not yet committed), the other must not judge the resolution "never told"."""
+    with HttpReceiver() as hook:
+        ch, hook.secret = org.webhook(hook.url)
+        rule = add_rule(db, org.id, [ch])
+        alert = fire(db, org.id, rule, "a -> b", 700.0)
+        resolve(db, alert)
+        other = db.connect()
+        try:
+            with other.begin():  # the other planner's claim on the firing event
+                other.execute(text(
+                    "SELECT id FROM alert_events WHERE alert_id = :a AND kind = 'firing' "
+                    "FOR UPDATE"), {"a": alert})
+                run_dispatch()
+            run_dispatch()  # the firing is free again: the next pass takes both
+        finally:
+            other.close()
+    [msg] = payloads(hook)
+    assert msg["type"] == "alert.resolved"
+    assert outcomes(db, rule) == ["notified", "notified"]
