@@ -20,6 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import httpx
@@ -320,6 +321,20 @@ class Receiver(HttpReceiver):
                 self.ok.append(req.body)
         return status, reply
 
+    def listening(self, on: bool) -> None:
+        """Closes the listening socket (connections are refused) or opens it again on the
+        same port."""
+        if on == (self.server.socket.fileno() != -1):
+            return
+        if not on:
+            self.server.shutdown()
+            self.server.server_close()
+            return
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port),
+                                          self.server.RequestHandlerClass)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
 
 @dataclass
 class Mute:
@@ -486,16 +501,17 @@ class DeliveryModel(AlertModel):
         self.outcomes = {k: v for k, v in self.outcomes.items() if k[0] != rid}
 
     @rule(ch=st.integers(0, 2), mode=st.sampled_from(["transient", "permanent", "ok"]),
-          status=st.sampled_from([429, 500, 503]))
+          status=st.sampled_from([503, 0, 429, 500]))
     def receiver_mode(self, ch: int, mode: str, status: int) -> None:
-        """A receiver answers 2xx, fails transiently (429/5xx, SMTP 451) or permanently
-        (4xx, SMTP 550) until told otherwise."""
+        """A receiver answers 2xx, fails transiently (429/5xx, a refused connection, SMTP
+        451) or permanently (4xx, SMTP 550) until told otherwise."""
         self.modes[ch] = mode
         if ch == 2:
             self.smtp.sink.reject_data = {"ok": None, "transient": "451 4.3.0 try later",
                                           "permanent": "550 5.7.1 relaying denied"}[mode]
             return
         hook = self.hook if ch == 0 else self.slack
+        hook.listening(mode != "transient" or status != 0)  # 0: connection refused
         hook.default = {"ok": (200, "ok"), "transient": (status, "busy"),
                         "permanent": (410 if ch == 0 else 404, "gone")}[mode]
 
@@ -830,6 +846,7 @@ def test_delivery_walk_through_silences_maintenance_failures_and_two_dispatchers
                          lambda: m.unmute(0),  # the loud rule's firing goes out now
                          lambda: m.cycle(concurrent=False, tell=2),
                          lambda: m.mute(quorum, by_rule=True, kind="data", back=0, length=2),
+                         lambda: m.receiver_mode(1, "transient", 0),  # refused
                          lambda: m.windows_pass([False, False], 2, "gap"),
                          lambda: m.cycle(concurrent=True, tell=1),
                          lambda: m.retries_due(heal=False, concurrent=True),
@@ -841,3 +858,4 @@ def test_delivery_walk_through_silences_maintenance_failures_and_two_dispatchers
     assert Counter(m.outcomes.values()) == {"notified": 5, "maintenance": 1}
     assert [len(d) for d in m.delivered] == [0, 2, 1]  # the webhook's 410 stays failed
     assert Counter(r.state for r in m.rows) == {"sent": 3, "failed": 2}
+    assert sorted(r.attempts for r in m.rows if r.channel == 1) == [1, 3]  # refused twice
