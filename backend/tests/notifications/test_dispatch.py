@@ -306,3 +306,56 @@ def test_an_alert_that_fired_and_resolved_between_two_passes_is_told_once_as_res
     [alert] = msg["data"]["alerts"]
     assert alert["started_at"] and alert["resolved_at"] and alert["value"] == 700.0
     assert outcomes(db, rule) == ["notified", "notified"]
+
+
+def test_fired_and_resolved_in_one_cycle_is_told_once_whatever_order_the_events_come_in(
+        settings: Settings, org: Org, db: Engine) -> None:
+    """A catch-up cycle writes an alert opened and resolved at once: its two events share
+    created_at, so the planner's ORDER BY may return the resolved one first."""
+    with HttpReceiver() as hook:
+        ch, hook.secret = org.webhook(hook.url)
+        rule = add_rule(db, org.id, [ch])
+        aid = uuid.uuid4()
+        start = datetime.now(UTC) - timedelta(minutes=5)
+        ev = '{"series_name": "a -> b", "value": 700.0, "threshold": 50.0, "unit": "ms"}'
+        with db.begin() as c:  # one transaction, as evaluation writes it; resolved row first
+            c.execute(text(
+                "INSERT INTO alerts (id, org_id, rule_id, group_key, state, started_at, "
+                "resolved_at, evidence, version) VALUES (:id, :org, :rule, 'a -> b', "
+                "'resolved', :s, :r, CAST(:ev AS jsonb), 2)"),
+                {"id": aid, "org": org.id, "rule": rule, "s": start,
+                 "r": start + timedelta(minutes=2), "ev": ev})
+            for kind, at in (("resolved", start + timedelta(minutes=2)), ("firing", start)):
+                c.execute(text(
+                    "INSERT INTO alert_events (id, org_id, rule_id, alert_id, kind, at, "
+                    "evidence) VALUES (gen_random_uuid(), :org, :rule, :id, :kind, :at, "
+                    "CAST(:ev AS jsonb))"),
+                    {"org": org.id, "rule": rule, "id": aid, "kind": kind, "at": at, "ev": ev})
+        run_dispatch()
+    [msg] = payloads(hook)
+    assert msg["type"] == "alert.resolved"
+    assert outcomes(db, rule) == ["notified", "notified"]
+
+
+def test_a_resolution_whose_firing_another_planner_holds_waits_and_is_told(
+        settings: Settings, org: Org, db: Engine) -> None:
+    """Two planners at once can split one alert's events: while one holds its firing event
+    (claimed, not yet committed), the other must not judge the resolution "never told"."""
+    with HttpReceiver() as hook:
+        ch, hook.secret = org.webhook(hook.url)
+        rule = add_rule(db, org.id, [ch])
+        alert = fire(db, org.id, rule, "a -> b", 700.0)
+        resolve(db, alert)
+        other = db.connect()
+        try:
+            with other.begin():  # the other planner's claim on the firing event
+                other.execute(text(
+                    "SELECT id FROM alert_events WHERE alert_id = :a AND kind = 'firing' "
+                    "FOR UPDATE"), {"a": alert})
+                run_dispatch()
+            run_dispatch()  # the firing is free again: the next pass takes both
+        finally:
+            other.close()
+    [msg] = payloads(hook)
+    assert msg["type"] == "alert.resolved"
+    assert outcomes(db, rule) == ["notified", "notified"]

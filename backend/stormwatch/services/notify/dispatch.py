@@ -295,10 +295,27 @@ def _alerts(conn: Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Row]:
     return {r["id"]: r for r in rows}
 
 
+def _held_firings(conn: Connection, events: Sequence[Row], now: datetime) -> set[uuid.UUID]:
+    """Alerts resolved in this batch whose firing event is neither in it nor handled yet:
+    another planner holds it (or will take it), so their resolution waits for a later pass."""
+    firing = {e["alert_id"] for e in events if e["kind"] == "firing"}
+    ids = [e["alert_id"] for e in events if e["kind"] == "resolved"
+           and e["alert_id"] not in firing]
+    if not ids:
+        return set()
+    return set(conn.execute(text(
+        "SELECT e.alert_id FROM alert_events e WHERE e.alert_id = ANY(:ids) "
+        "AND e.kind = 'firing' AND e.created_at > :horizon AND NOT EXISTS "
+        "(SELECT 1 FROM alert_event_dispatches d WHERE d.event_id = e.id)"),
+        {"ids": ids, "horizon": now - EVENT_HORIZON}).scalars())
+
+
 def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
     rules = load_rules(conn, (e["rule_id"] for e in events))
     alerts = _alerts(conn, (e["alert_id"] for e in events))
     supp = load_suppressions(conn, (e["org_id"] for e in events), now)
+    # Read before `told`: a firing another planner has since marked is then told too.
+    held = _held_firings(conn, events, now)
     told = set(conn.execute(text(
         "SELECT alert_id FROM alert_notify_state WHERE alert_id = ANY(:ids)"),
         {"ids": [e["alert_id"] for e in events]}).scalars())
@@ -306,8 +323,11 @@ def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
     groups: dict[tuple[uuid.UUID, str], list[Row]] = defaultdict(list)
     # An alert that fired and resolved since the last pass is told once, as resolved (from
     # start to end): two messages racing each other could arrive resolved-first.
-    resolving = {e["alert_id"] for e in events if e["kind"] == "resolved"}
-    absorbed: dict[uuid.UUID, Row] = {}
+    resolving = {e["alert_id"] for e in events if e["kind"] == "resolved"} - held
+    # Set aside before the loop: one cycle's events share created_at, so the resolved one
+    # may come first.
+    absorbed: dict[uuid.UUID, Row] = {e["alert_id"]: e for e in events
+                                      if e["kind"] == "firing" and e["alert_id"] in resolving}
 
     def mark(e: Row, outcome: str, nid: uuid.UUID | None = None,
              by: Any = None) -> None:
@@ -319,8 +339,9 @@ def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
     for e in events:
         rule = rules.get(e["rule_id"])
         if e["kind"] == "firing" and e["alert_id"] in resolving:
-            absorbed[e["alert_id"]] = e
-            continue
+            continue  # told with its resolution
+        if e["kind"] == "resolved" and e["alert_id"] in held:
+            continue  # left unmarked: a later pass tells it once its firing is handled
         if rule is None or e["alert_id"] not in alerts:
             mark(e, "not_notified")
             continue
