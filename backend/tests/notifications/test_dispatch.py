@@ -156,6 +156,26 @@ def test_a_silence_on_the_rule_or_its_labels_mutes_it_until_it_ends(
     assert outcomes(db, muted) == ["notified"] and outcomes(db, by_id) == ["silenced"]
 
 
+
+def test_a_silence_ending_on_a_disabled_rule_tells_nothing(
+        settings: Settings, org: Org, db: Engine) -> None:
+    with HttpReceiver() as hook:
+        ch, _ = org.webhook(hook.url)
+        rule = add_rule(db, org.id, [ch])
+        ends = datetime.now(UTC) + timedelta(hours=1)
+        s = org.post("/silences", {"rule_ids": [str(rule)], "ends_at": ends.isoformat(),
+                                   "comment": "known"})
+        fire(db, org.id, rule, "a -> b")
+        run_dispatch()
+        assert outcomes(db, rule) == ["silenced"]
+        with db.begin() as c:
+            c.execute(text("UPDATE alert_rules SET enabled = false WHERE id = :r"), {"r": rule})
+        r = org.api.delete(f"/api/v1/silences/{s['id']}", headers=org.headers)
+        assert r.status_code == 200
+        run_dispatch()
+    assert hook.requests == []
+    assert outcomes(db, rule) == ["silenced"]
+
 def test_maintenance_windows_mute_one_off_and_recurring(
         settings: Settings, org: Org, db: Engine) -> None:
     now = datetime.now(UTC)

@@ -274,6 +274,9 @@ def plan(conn: Connection, now: datetime | None = None) -> int:
     """Turns pending alert events, due reminders and ended silences into notifications and
     outbox rows, in the caller's transaction. Returns how many notifications it made."""
     now = now or datetime.now(UTC)
+    # Planners take turns: two at once could each claim part of one rule's events and tell
+    # one cycle in two messages. Planning is short; delivery, the slow part, is not held.
+    conn.execute(text("SELECT pg_advisory_xact_lock(hashtext('stormwatch.notify.plan'))"))
     events = conn.execute(text(
         "SELECT e.id, e.org_id, e.rule_id, e.alert_id, e.kind, e.at, e.evidence "
         "FROM alert_events e WHERE e.created_at > :horizon AND NOT EXISTS "
@@ -429,6 +432,8 @@ def _plan_unsilenced(conn: Connection, now: datetime) -> int:
         "SELECT a.id AS alert_id, a.rule_id, d.event_id FROM alert_event_dispatches d "
         "JOIN alert_events e ON e.id = d.event_id AND e.kind = 'firing' "
         "JOIN alerts a ON a.id = e.alert_id AND a.state = 'firing' "
+        # A rule disabled meanwhile says nothing more about its alerts.
+        "JOIN alert_rules r ON r.id = a.rule_id AND r.enabled "
         "WHERE d.outcome IN ('silenced', 'maintenance') AND NOT EXISTS "
         "(SELECT 1 FROM alert_notify_state s WHERE s.alert_id = a.id) "
         "FOR UPDATE OF d SKIP LOCKED"), {}).mappings().all()
