@@ -26,6 +26,10 @@ from stormwatch.devtools.demo import DEMO_SIZES, FLEET, STORAGE, THROUGHPUT, rtt
 
 REPO = Path(__file__).resolve().parents[3]
 T = TypeVar("T")
+# The step reads 5 s windows, so the detector's five windows a side take 25 s; agents
+# measure from about half a minute in on a loaded machine, leaving 45 s before the step.
+STEP_AFTER_S = 75
+STEP_WINDOW_S = 5
 
 
 def wait_for(what: str, deadline: float, probe: Callable[[], T | None],
@@ -58,7 +62,8 @@ def demo() -> Any:
     env["PYTHONPATH"] = str(REPO / "backend")
     proc = subprocess.Popen(
         [sys.executable, "-m", "stormwatch.devtools.stack", "--data-dir", str(data),
-         "--with-worker", "--demo-fast"], stdout=subprocess.PIPE, env=env, cwd=REPO, text=True)
+         "--with-worker", "--demo-fast", "--demo-step-after", str(STEP_AFTER_S)],
+        stdout=subprocess.PIPE, env=env, cwd=REPO, text=True)
     assert proc.stdout is not None
     info = json.loads(proc.stdout.readline())
     info["started"] = time.monotonic()
@@ -113,7 +118,8 @@ def test_a_scheduled_step_shows_as_a_level_shift_on_a_pair_page(demo: dict[str, 
     seen: list[Any] = []
 
     def shift() -> dict[str, Any] | None:
-        body = api(demo, "/analytics/mesh/level-shifts", src=src, dst=dst, window_s=10)
+        body = api(demo, "/analytics/mesh/level-shifts", src=src, dst=dst,
+                   window_s=STEP_WINDOW_S)
         seen[:] = [body.get("shifts"), body.get("noise"), body.get("source"),
                    [m["p50"] for m in body.get("medians", [])][-40:]]
         return next((s for s in body["shifts"]
@@ -147,14 +153,23 @@ def test_a_throughput_experiment_runs_at_start_through_the_shaper_and_shows_its_
     tp = THROUGHPUT
     headers = {"Authorization": f"Bearer {demo['api_key']}"}
 
-    def done() -> dict[str, Any] | None:
+    def forward_measured() -> dict[str, Any] | None:
+        # The forward direction's every second, not status "done" (that waits two more
+        # minutes for late samples, and the reverse direction, which this test doesn't read).
         r = httpx.get(f"{demo['url']}/api/v1/throughput/experiments", headers=headers,
-                      params={"status": "done"}, timeout=60)
+                      timeout=60)
         assert r.status_code == 200, r.text
-        return r.json()[0] if r.json() else None
+        if not r.json():
+            return None
+        exp = r.json()[0]  # the one at start; the hourly ones come later
+        r = httpx.get(f"{demo['url']}/api/v1/throughput/experiments/{exp['id']}/samples",
+                      headers=headers, timeout=60)
+        assert r.status_code == 200, r.text
+        forward = r.json()["directions"][0]
+        return exp if len(forward["samples"]) >= tp.duration_s else None
 
-    exp = wait_for("the demo's first throughput experiment to be done",
-                   demo["started"] + 360, done)
+    exp = wait_for("the demo's first throughput experiment's forward direction",
+                   demo["started"] + 360, forward_measured)
     r = httpx.get(f"{demo['url']}/api/v1/throughput/experiments/{exp['id']}",
                   headers=headers, timeout=60)
     assert r.status_code == 200, r.text
