@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import ipaddress
 import json
 import os
@@ -305,11 +304,7 @@ def main() -> int:
     p.add_argument("--demo", action="store_true",
                    help="the demo fleet: agents in emulated regions, storage emulators")
     p.add_argument("--demo-fast", action="store_true",
-                   help="the demo on a test's schedule (steps after two minutes, storage every "
-                   "20 s)")
-    p.add_argument("--demo-step-after", type=float, metavar="S",
-                   help="the demo's first step S seconds after start (a test that reads the step "
-                   "from the API needs it sooner than one that walks the UI first)")
+                   help="the demo on a test's schedule (steps after a minute, storage every 20 s)")
     p.add_argument("--human", action="store_true", help="print a banner instead of JSON")
     args = p.parse_args()
 
@@ -318,14 +313,9 @@ def main() -> int:
     except ValueError as exc:
         log(str(exc))
         return 2
-    if args.demo_step_after is not None and args.demo_step_after < 0:
-        log("--demo-step-after must be 0 or more seconds")
-        return 2
     persistent = args.data_dir is not None
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="stormwatch-stack-"))
     schedule = FAST if args.demo_fast else Schedule() if args.demo else None
-    if schedule is not None and args.demo_step_after is not None:
-        schedule = dataclasses.replace(schedule, step_first_after_s=args.demo_step_after)
     stack = Stack(data_dir.resolve(), args.port or free_port(), args.with_worker, schedule,
                   persistent, args.host)
     # A plain flag: a handler that took a lock (Event.set) could interrupt the main thread

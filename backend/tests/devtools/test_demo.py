@@ -26,10 +26,6 @@ from stormwatch.devtools.demo import DEMO_SIZES, FLEET, STORAGE, THROUGHPUT, rtt
 
 REPO = Path(__file__).resolve().parents[3]
 T = TypeVar("T")
-# The step reads 5 s windows, so the detector's five windows a side take 25 s; agents
-# measure from about half a minute in on a loaded machine, leaving 45 s before the step.
-STEP_AFTER_S = 75
-STEP_WINDOW_S = 5
 
 
 def wait_for(what: str, deadline: float, probe: Callable[[], T | None],
@@ -62,8 +58,7 @@ def demo() -> Any:
     env["PYTHONPATH"] = str(REPO / "backend")
     proc = subprocess.Popen(
         [sys.executable, "-m", "stormwatch.devtools.stack", "--data-dir", str(data),
-         "--with-worker", "--demo-fast", "--demo-step-after", str(STEP_AFTER_S)],
-        stdout=subprocess.PIPE, env=env, cwd=REPO, text=True)
+         "--with-worker", "--demo-fast"], stdout=subprocess.PIPE, env=env, cwd=REPO, text=True)
     assert proc.stdout is not None
     info = json.loads(proc.stdout.readline())
     info["started"] = time.monotonic()
@@ -118,8 +113,7 @@ def test_a_scheduled_step_shows_as_a_level_shift_on_a_pair_page(demo: dict[str, 
     seen: list[Any] = []
 
     def shift() -> dict[str, Any] | None:
-        body = api(demo, "/analytics/mesh/level-shifts", src=src, dst=dst,
-                   window_s=STEP_WINDOW_S)
+        body = api(demo, "/analytics/mesh/level-shifts", src=src, dst=dst, window_s=10)
         seen[:] = [body.get("shifts"), body.get("noise"), body.get("source"),
                    [m["p50"] for m in body.get("medians", [])][-40:]]
         return next((s for s in body["shifts"]
