@@ -19,11 +19,9 @@ fmt: bootstrap
 	$(PY) -m ruff check --fix backend migrations bench
 	cd agents && gofmt -w .
 
+# The same gate as the lint suite of `make test`.
 lint: bootstrap
-	$(PY) -m ruff check backend migrations bench
-	cd backend && ../$(PY) -m mypy stormwatch
-	cd agents && test -z "$$(gofmt -l .)" && go vet ./...
-	cd frontend && npx tsc -b
+	@scripts/lint.sh
 
 # Regenerates the typed UI client from the API's OpenAPI schema.
 client: bootstrap

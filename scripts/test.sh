@@ -35,6 +35,9 @@ suite() {
   } 9>> "$results/lock"
 }
 
+# The lint gate first, alone: a few tools, each quick.
+suite "lint (ruff, mypy, gofmt, go vet, tsc, eslint)" scripts/lint.sh
+
 # The storage suites: the timescaledb pass runs these.
 STORAGE_SUITES=(tests/test_migrations.py tests/api/test_ingest.py tests/api/test_ingest_sections.py
   tests/api/test_ingest_strict.py tests/api/test_analytics.py tests/api/test_analytics_fresh.py

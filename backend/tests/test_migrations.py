@@ -366,3 +366,52 @@ def test_pairs_classed_on_empty_fields_are_classed_again_through_upgrade_and_dow
                          ("e", "e"): "self"}
     _alembic(url, "downgrade", "0019_accounts")
     assert classes() == old
+
+
+def test_rule_scopes_naming_bare_zones_get_the_zone_keys_they_matched(services):
+    """Scopes used to name a zone by its name alone, matching that name in every region and
+    provider. The upgrade rewrites each name to the provider/region/zone keys of the org's
+    agents it matched, so each rule keeps watching the same agents; the downgrade goes back."""
+    import json
+
+    import psycopg
+
+    name = f"zonekeys_{uuid.uuid4().hex[:8]}"
+    admin = f"host=127.0.0.1 port={services.pg.port} user=stormwatch"
+    with psycopg.connect(f"{admin} dbname=postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = services.database_url.rsplit("/", 1)[0] + f"/{name}"
+    _alembic(url, "upgrade", "0022_deletion")
+    org, other = uuid.uuid4(), uuid.uuid4()
+    sites = {org: [("azure", "westeurope", "1"), ("azure", "eastus", "1"),
+                   ("aws", "us-east-1", "us-east-1a")],
+             other: [("gcp", "europe-west1", "1")]}
+    scopes = {"zones": {"zones": ["1", "us-east-1a", "gone-1"], "regions": ["eastus"]},
+              "none": {"regions": ["westeurope"]}, "empty": {"zones": []}}
+    rules = {k: uuid.uuid4() for k in scopes}
+    with psycopg.connect(f"{admin} dbname={name}", autocommit=True) as conn:
+        for o, places in sites.items():
+            conn.execute("INSERT INTO orgs (id, name, slug) VALUES (%s, 'o', %s)",
+                         (o, f"{name}-{o}"))
+            for i, (p, r, z) in enumerate(places):
+                conn.execute("INSERT INTO agents (id, org_id, name, provider, region, zone, "
+                             "token_prefix, token_hash) VALUES (%s, %s, %s, %s, %s, %s, 'x', %s)",
+                             (uuid.uuid4(), o, f"a{i}", p, r, z, uuid.uuid4().hex))
+        for k, scope in scopes.items():
+            conn.execute("INSERT INTO alert_rules (id, org_id, name, severity, metric, statistic, "
+                         "scope, window_s, condition) VALUES (%s, %s, %s, 'warning', 'mesh_rtt', "
+                         "'p99', %s, 60, '{\"type\": \"above\", \"value\": 1}')",
+                         (rules[k], org, k, json.dumps(scope)))
+
+    def stored() -> dict[str, object]:
+        with psycopg.connect(f"{admin} dbname={name}") as conn:
+            rows = dict(conn.execute("SELECT id, scope FROM alert_rules").fetchall())
+        return {k: rows[rid] for k, rid in rules.items()}
+
+    _alembic(url, "upgrade", "0023_split")
+    assert stored() == {
+        "zones": {"zones": ["azure/eastus/1", "azure/westeurope/1", "aws/us-east-1/us-east-1a",
+                            "gone-1"], "regions": ["eastus"]},
+        "none": scopes["none"], "empty": scopes["empty"]}
+    _alembic(url, "downgrade", "0022_deletion")
+    assert stored() == scopes

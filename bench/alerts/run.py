@@ -13,7 +13,7 @@ does, and a local HTTP server standing in for a Slack incoming-webhook URL.
   the HTTP post.
 - eval: one evaluation cycle of 200 rules over a 24-agent fleet (576 ordered pairs,
   self-loops included) at 10 rounds/s, timed by evaluation's own bench
-  (stormwatch/devtools/alert_eval_bench.py: the worker's evaluate_cycle, median of 3).
+  (bench/alerts/eval_cycle.py: the worker's evaluate_cycle, median of 3).
 
 Prints progress on stderr and one line on stdout:
 `alerts: spike->notify p50 <s> s, p95 <s> s, eval <n> rules x <m> series <ms> ms`
@@ -261,9 +261,9 @@ def spike_to_notify(stack: Stack, base_url: str) -> list[float]:
 
 
 def eval_cycle(stack: Stack) -> tuple[int, int, float]:
-    """Evaluation's own bench of one cycle (devtools/alert_eval_bench.py) on this stack's
+    """Evaluation's own bench of one cycle (eval_cycle.py beside this file) on this stack's
     database: its fleet, samples and rules in an org of their own."""
-    from stormwatch.devtools.alert_eval_bench import run
+    from eval_cycle import run
 
     res = run(stack.pg.url, rules=200, agents=24, repeats=3)
     say(f"eval cycles: {[round(t) for t in res['runs_ms']]} ms, {res['series_evaluated']} "

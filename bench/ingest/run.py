@@ -56,13 +56,12 @@ from stormwatch.devtools.services import (
     throwaway_servers,
     wait_for_port,
 )
-from stormwatch.services.ingest import (
+from stormwatch.services.ingest.parse import make_limits, parse_batch
+from stormwatch.services.ingest.store import (
     MESH_RAW_COLUMNS,
-    make_limits,
+    ensure_mesh_series_ids,
     mesh_copy_data,
-    parse_batch,
 )
-from stormwatch.services.ingest_store import ensure_mesh_series_ids
 
 
 def make_batch(agent_id: str, peers: list[str], rounds: int, start_us: int) -> dict:

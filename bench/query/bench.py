@@ -625,9 +625,9 @@ def main() -> None:
         env = {**os.environ, "DATABASE_URL": pg.url, "PYTHONPATH": str(REPO / "backend"),
                "LOG_LEVEL": "WARNING"}
         api = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "bench_app:create_app", "--app-dir",
-             str(Path(__file__).parent), "--host", "127.0.0.1", "--port", str(port),
-             "--log-level", "warning"], env=env, cwd=REPO, start_new_session=True)
+            [sys.executable, "-m", "uvicorn", "stormwatch.main:app", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "warning"], env=env, cwd=REPO,
+            start_new_session=True)
         wait_for_port(port, 60, api)
         settle_io()
         load_before = os.getloadavg()

@@ -49,8 +49,8 @@ from stormwatch.devtools.services import (
     pg_bin,
     run_migrations,
 )
-from stormwatch.services.ingest import make_limits, parse_batch
-from stormwatch.services.ingest_store import (
+from stormwatch.services.ingest.parse import make_limits, parse_batch
+from stormwatch.services.ingest.store import (
     check_references,
     ensure_partitions,
     store_batch,

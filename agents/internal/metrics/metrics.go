@@ -40,6 +40,7 @@ type Agent struct {
 	BatchesSent      atomic.Uint64
 	BatchesDuplicate atomic.Uint64
 	BatchesRejected  atomic.Uint64
+	BatchesSplit     atomic.Uint64
 	SendFailures     atomic.Uint64
 	SpoolBytes       atomic.Int64
 	SpoolFiles       atomic.Int64
@@ -143,6 +144,8 @@ var (
 			func(a *Agent) float64 { return float64(a.BatchesDuplicate.Load()) }},
 		{prometheus.NewDesc("stormwatch_agent_batches_rejected_total", "Batches the API refused for good (4xx).", nil, nil), prometheus.CounterValue,
 			func(a *Agent) float64 { return float64(a.BatchesRejected.Load()) }},
+		{prometheus.NewDesc("stormwatch_agent_batches_split_total", "Batches too large for the API (413), sent again as two halves.", nil, nil), prometheus.CounterValue,
+			func(a *Agent) float64 { return float64(a.BatchesSplit.Load()) }},
 		{prometheus.NewDesc("stormwatch_agent_send_failures_total", "Failed attempts to send a batch.", nil, nil), prometheus.CounterValue,
 			func(a *Agent) float64 { return float64(a.SendFailures.Load()) }},
 		{prometheus.NewDesc("stormwatch_agent_spool_bytes", "Bytes in the on-disk spool.", nil, nil), prometheus.GaugeValue,

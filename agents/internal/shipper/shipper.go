@@ -351,19 +351,41 @@ func (s *Shipper) deliver(hardCtx context.Context, it *item) {
 		}
 		s.o.Metrics.SendFailures.Add(1)
 		s.o.Metrics.SetError(err)
-		if s.flushing() {
+		var se *client.StatusError
+		isStatus := errors.As(err, &se)
+		tooLarge := isStatus && se.Code == http.StatusRequestEntityTooLarge
+		retryLater := false
+		if tooLarge {
+			halves, herr := halve(it.id, it.gz)
+			switch {
+			case herr == nil && it.path == "":
+				s.deliverHalves(hardCtx, it, halves)
+				return
+			case herr == nil:
+				rerr := s.spool.replace(it.path, halves)
+				if rerr == nil {
+					s.deliverHalves(hardCtx, it, halves)
+					return
+				}
+				// The batch stays whole on disk: try again later, like a failed send.
+				log.Error("splitting a spooled batch failed", "batch", it.id, "err", rerr)
+				s.o.Metrics.SetError(rerr)
+				retryLater = true
+			case !errors.Is(herr, errSingleSample):
+				log.Error("batch too large for the API cannot be split", "batch", it.id, "err", herr)
+			}
+		}
+		if s.flushing() && (!tooLarge || retryLater) {
 			s.flushFailed = true // the API is not answering: stop trying and keep the rest on disk
 		}
 		if client.IsAgentDeleted(err) {
 			s.markDeleted(it, err)
 			return
 		}
-		var se *client.StatusError
-		isStatus := errors.As(err, &se)
-		if isStatus && !se.Retryable() && se.Code != http.StatusUnauthorized {
-			// The API will never take this batch (413, 422, 403...): keeping it would block
-			// everything behind it.
-			log.Error("batch rejected", "batch", it.id, "err", err)
+		if isStatus && !se.Retryable() && se.Code != http.StatusUnauthorized && !retryLater {
+			// The API will never take this batch (one sample over its body limit, 422, 403...):
+			// keeping it would block everything behind it.
+			log.Error("batch rejected; its samples are dropped", "batch", it.id, "samples", it.counts.Total(), "err", err)
 			s.o.Metrics.BatchesRejected.Add(1)
 			for k, n := range it.counts {
 				s.o.Metrics.Dropped[k].Add(uint64(n))
@@ -403,6 +425,17 @@ func (s *Shipper) deliver(hardCtx context.Context, it *item) {
 			s.releaseClaim(it)
 			return
 		}
+	}
+}
+
+// deliverHalves sends the two halves of a batch the API found too large, each split again
+// if it is still too large; a spooled parent has already been replaced by them on disk.
+func (s *Shipper) deliverHalves(hardCtx context.Context, parent *item, halves [2]*item) {
+	s.o.Metrics.BatchesSplit.Add(1)
+	s.o.Logger.Info("batch too large for the API, sent as two halves", "batch", parent.id,
+		"samples", parent.counts.Total(), "halves", []string{halves[0].id, halves[1].id})
+	for _, h := range halves {
+		s.deliver(hardCtx, h)
 	}
 }
 

@@ -30,11 +30,14 @@ type fakeIngest struct {
 	failures int // remaining failures for 503/429/lose-answer; -1 = forever
 	stored   map[string]map[string]int
 	attempts map[string][]time.Time
+	maxBody  int64               // > 0: bodies over it are answered 413, like the API
+	latency  map[string][]string // batch id -> its storage.latency_us column
 	srv      *httptest.Server
 }
 
 func newFakeIngest(t *testing.T) *fakeIngest {
-	f := &fakeIngest{mode: "ok", stored: map[string]map[string]int{}, attempts: map[string][]time.Time{}}
+	f := &fakeIngest{mode: "ok", stored: map[string]map[string]int{}, attempts: map[string][]time.Time{},
+		latency: map[string][]string{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -89,6 +92,13 @@ func (f *fakeIngest) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no", http.StatusUnauthorized)
 		return
 	}
+	f.mu.Lock()
+	limit := f.maxBody
+	f.mu.Unlock()
+	if limit > 0 && r.ContentLength > limit {
+		http.Error(w, fmt.Sprintf("batch body over the %d-byte limit", limit), http.StatusRequestEntityTooLarge)
+		return
+	}
 	b, err := decodeBatch(r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
@@ -130,6 +140,11 @@ func (f *fakeIngest) serve(w http.ResponseWriter, r *http.Request) {
 	_, dup := f.stored[id]
 	if !dup {
 		f.stored[id] = counts
+		if st, ok := b["storage"].(map[string]any); ok {
+			for _, v := range st["latency_us"].([]any) {
+				f.latency[id] = append(f.latency[id], fmt.Sprint(v))
+			}
+		}
 	}
 	if f.mode == "lose-answer" && failing {
 		http.Error(w, "answer lost", http.StatusBadGateway) // stored, but the agent never hears

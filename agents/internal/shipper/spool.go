@@ -76,8 +76,41 @@ func openSpool(dir string, maxBytes int64, m *metrics.Agent) (*spool, error) {
 		s.seq = max(s.seq, seq)
 	}
 	slices.SortFunc(s.entries, func(a, b spoolEntry) int { return strings.Compare(a.path, b.path) })
+	s.finishSplits()
 	s.publish()
 	return s, nil
+}
+
+// finishSplits settles a split cut short by a crash (see replace): a batch whose two halves
+// are both on disk is removed; a lone half beside its batch is removed. Caller owns s.
+func (s *spool) finishSplits() {
+	byID := map[string]bool{}
+	for _, e := range s.entries {
+		byID[e.id] = true
+	}
+	gone := map[string]bool{}
+	for _, e := range s.entries {
+		c0, c1 := childBatchID(e.id, 0), childBatchID(e.id, 1)
+		switch {
+		case byID[c0] && byID[c1]:
+			gone[e.id] = true
+		case byID[c0]:
+			gone[c0] = true
+		case byID[c1]:
+			gone[c1] = true
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	s.entries = slices.DeleteFunc(s.entries, func(e spoolEntry) bool {
+		if !gone[e.id] {
+			return false
+		}
+		_ = os.Remove(e.path)
+		s.bytes -= e.size
+		return true
+	})
 }
 
 func parseSpoolName(name string) (spoolEntry, uint64, bool) {
@@ -162,6 +195,92 @@ func (s *spool) put(it *item) error {
 	}
 	s.publish()
 	return nil
+}
+
+// replace puts the halves of the claimed batch at path in its place, claimed: both are written
+// in full and renamed before the batch is removed, so a crash at any point leaves on disk
+// either the batch or its two halves (openSpool removes whichever is extra).
+func (s *spool) replace(path string, halves [2]*item) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := slices.IndexFunc(s.entries, func(e spoolEntry) bool { return e.path == path })
+	if at < 0 {
+		return fmt.Errorf("%s is no longer in the spool", path)
+	}
+	_, seq, _ := parseSpoolName(filepath.Base(path))
+	var tmps [2]string
+	defer func() {
+		for _, t := range tmps {
+			if t != "" {
+				_ = os.Remove(t)
+			}
+		}
+	}()
+	var final [2]string
+	for i, h := range halves {
+		// The parent's sequence number keeps the halves where it was in the queue.
+		name := fmt.Sprintf("%020d_%s", seq, h.id)
+		for _, n := range h.counts {
+			name += "_" + strconv.Itoa(n)
+		}
+		final[i] = filepath.Join(s.dir, name+".gz")
+		tmps[i] = final[i] + ".tmp"
+		if err := writeSynced(tmps[i], h.gz); err != nil {
+			return err
+		}
+	}
+	for i := range halves {
+		if err := os.Rename(tmps[i], final[i]); err != nil {
+			if i == 1 {
+				_ = os.Remove(final[0])
+			}
+			return err
+		}
+		tmps[i] = ""
+	}
+	syncDir(s.dir)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		// Both halves are on disk beside the batch: openSpool keeps the halves after a restart.
+		return err
+	}
+	parent := s.entries[at]
+	s.bytes -= parent.size
+	delete(s.claimed, path)
+	var news []spoolEntry
+	for i, h := range halves {
+		h.path = final[i]
+		size := int64(len(h.gz))
+		news = append(news, spoolEntry{path: h.path, id: h.id, size: size, counts: h.counts})
+		s.bytes += size
+		s.claimed[h.path] = true
+	}
+	s.entries = slices.Replace(s.entries, at, at+1, news...)
+	s.publish()
+	return nil
+}
+
+func writeSynced(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// syncDir makes renames in dir durable before the next step depends on them.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
 }
 
 // evictOldest removes the oldest batch that is not being sent. Caller holds mu.

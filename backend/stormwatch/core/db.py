@@ -1,6 +1,5 @@
 """Database engines: async for the API, sync for Celery tasks and scripts."""
 
-from collections.abc import AsyncIterator
 from functools import lru_cache
 
 from sqlalchemy import Engine, create_engine
@@ -27,11 +26,6 @@ def get_engine() -> AsyncEngine:
 @lru_cache
 def get_sessionmaker() -> async_sessionmaker[AsyncSession]:
     return async_sessionmaker(get_engine(), expire_on_commit=False)
-
-
-async def session_scope() -> AsyncIterator[AsyncSession]:
-    async with get_sessionmaker()() as session:
-        yield session
 
 
 @lru_cache

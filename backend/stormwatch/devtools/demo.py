@@ -9,7 +9,6 @@ import base64
 import hashlib
 import hmac
 import json
-import os
 import subprocess
 import sys
 import time
@@ -376,7 +375,3 @@ class DemoFleet:
 
 def rtt_table() -> dict[str, Any]:
     return dict(json.loads(RTT_TABLE.read_text()))
-
-
-def env_demo_enabled() -> bool:
-    return os.environ.get("DEMO", "1") not in ("0", "false", "no", "")

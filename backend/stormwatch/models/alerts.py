@@ -28,8 +28,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 from stormwatch.models.base import Base, created_at_col, uuid_pk
 
 SEVERITIES = ("critical", "warning", "info")
-SERIES_STATES = ("ok", "pending", "firing")
-ALERT_STATES = ("firing", "resolved")
 
 
 class AlertRule(Base):

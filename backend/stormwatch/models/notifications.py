@@ -27,9 +27,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from stormwatch.models.base import Base, created_at_col, utcnow, uuid_pk
 
-CHANNEL_KINDS = ("email", "slack", "webhook")
-DELIVERY_STATES = ("pending", "sending", "sent", "failed")
-
 
 class NotificationChannel(Base):
     """Where notifications go. `config` holds what may be shown; `secret_ciphertext` (Fernet,

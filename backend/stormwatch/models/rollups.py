@@ -24,9 +24,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from stormwatch.models.base import Base, utcnow
 
-# 5-minute and hourly buckets are rolled from minutes, daily ones from hours.
-BUCKET_SECONDS = (60, 300, 3600, 86400)
-
 
 class _Bucket:
     org_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)

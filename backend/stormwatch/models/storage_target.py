@@ -22,7 +22,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 from stormwatch.models.base import Base, created_at_col, utcnow, uuid_pk
 
 STORAGE_PROVIDERS = ("s3", "azure", "gcs")
-CREDENTIAL_SOURCES = ("env", "file", "inline", "none")
 
 
 class StorageTarget(Base):

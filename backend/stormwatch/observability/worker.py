@@ -51,7 +51,7 @@ def _metrics() -> dict[str, Any]:
                             "Task runs that raised, by task", ["task"]),
         "job_failures": Counter("stormwatch_job_failures_total",
                                 "Failed runs of each scheduled job, by job", ["job"]),
-        # The hook for alert evaluation: wrap each evaluation pass in time_alert_evaluation().
+        # Filled by worker/tasks/alerts.py through time_alert_evaluation().
         "alert_evaluation": Histogram(
             "stormwatch_alert_evaluation_seconds", "Wall time of one alert evaluation pass",
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)),

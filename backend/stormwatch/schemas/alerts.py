@@ -24,7 +24,8 @@ class AlertScope(BaseModel):
     src: Ids | None = Field(None, description="source agents (the agent of quorum/storage)")
     dst: Ids | None = Field(None, description="destination agents (pair series)")
     regions: Names | None = None
-    zones: Names | None = None
+    zones: Names | None = Field(None, description=(
+        "zones as provider/region/zone keys (the zone heatmap's, e.g. 'azure/westeurope/1')"))
     providers: Names | None = None
     topology_class: Names | None = None
     payload_bytes: Ints | None = None

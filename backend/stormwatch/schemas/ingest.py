@@ -1,4 +1,4 @@
-"""Documentation models for the columnar batch (validated by services.ingest for speed)."""
+"""Documentation models for the columnar batch (validated by services.ingest.parse for speed)."""
 
 import uuid
 

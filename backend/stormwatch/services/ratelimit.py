@@ -57,13 +57,6 @@ class FailurePolicy:
     backoff_base_s: float
     lock_s: float
 
-    def block_s(self, failures: int) -> float:
-        if failures >= self.lock_after:
-            return self.lock_s
-        if failures <= self.free:
-            return 0.0
-        return min(self.backoff_base_s * 2 ** (failures - self.free - 1), self.lock_s)
-
 
 # One round trip, atomic across replicas: count the failure, extend the block, keep the key
 # alive for the longer of the block and the memory of failures.

@@ -110,6 +110,10 @@ BAD = [
     ("scope matching nothing", {"scope": {"regions": ["mars-1"]}}, ["body", "scope",
                                                                      "regions"], "mars-1"),
     ("unknown agent", {"scope": {"src": "UNKNOWN"}}, ["body", "scope", "src"], "no agent"),
+    ("zone by its bare name", {"scope": {"zones": ["us-east-1a"]}}, ["body", "scope", "zones"],
+     "provider/region/zone"),
+    ("unknown zone key", {"scope": {"zones": ["aws/us-east-1/us-east-1z"]}},
+     ["body", "scope", "zones"], "aws/us-east-1/us-east-1z"),
     ("filter of another kind", {"scope": {"op": ["put"]}}, ["body", "scope", "op"],
      "does not apply"),
     ("window the data cannot answer", {"statistic": "p99.9"}, ["body", "window_s"],
@@ -140,6 +144,15 @@ def test_a_rule_that_cannot_work_is_a_422_naming_the_field(api: httpx.Client, fl
     r = api.post("/api/v1/alert-rules/backtest", json=body, headers=fleet["h"])
     assert r.status_code == 422 and any(list(d["loc"])[:len(loc)] == loc
                                         for d in r.json()["detail"]), r.text
+
+
+def test_a_zone_scope_is_a_provider_region_zone_key(api: httpx.Client, fleet: Any) -> None:
+    r = api.post("/api/v1/alert-rules", headers=fleet["h"],
+                 json={**RULE, "m": None, "scope": {"zones": ["aws/eu-west-1/eu-west-1a"]}})
+    assert r.status_code == 201, r.text
+    assert r.json()["scope"] == {"zones": ["aws/eu-west-1/eu-west-1a"]}
+    assert api.delete(f"/api/v1/alert-rules/{r.json()['id']}",
+                      headers=fleet["h"]).status_code == 204
 
 
 def test_an_unknown_agent_in_scope_is_named(api: httpx.Client, fleet: Any) -> None:

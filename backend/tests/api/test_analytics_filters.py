@@ -111,7 +111,10 @@ CASES: list[tuple[str, dict[str, Any], set[tuple[str, str]]]] = [
     ("regions", {"regions": ["us-east-1"]}, _pairs_of({"a1", "a2", "a3"})),
     ("regions, comma separated", {"regions": ["us-east-1,europe-west1"]},
      _pairs_of({"a1", "a2", "a3", "g1"})),
-    ("zones", {"zones": ["us-east-1a", "europe-west1-b"]}, _pairs_of({"a1", "a2", "g1"})),
+    ("zones", {"zones": ["aws/us-east-1/us-east-1a", "gcp/europe-west1/europe-west1-b"]},
+     _pairs_of({"a1", "a2", "g1"})),
+    ("zones, comma separated", {"zones": ["aws/us-east-1/us-east-1b,aws/eu-west-1/eu-west-1a"]},
+     _pairs_of({"a3", "a4"})),
     ("providers", {"providers": ["gcp"]}, {("g1", "g1")}),
     ("providers aws", {"providers": ["aws"]}, _pairs_of({"a1", "a2", "a3", "a4"})),
     ("topology class", {"topology_class": ["cross_az"]},
@@ -264,3 +267,48 @@ def test_a_range_older_than_the_raw_retention_is_answered_from_rollups(
                    params={**params, "window_s": 120})
     assert r.status_code == 200 and r.json()["source"]["resolution"] == "1m"
     assert sum(w["count"] for w in r.json()["groups"][0]["windows"]) == SECONDS
+
+
+def test_a_zone_filter_selects_its_region_s_zone_only(client: httpx.Client,  # noqa: F811
+                                                     make_org: Callable) -> None:
+    """Zone "1" of two Azure regions, and a zone "1" at another provider, are three places: a
+    zone filter is a provider/region/zone key, the same key the zone heatmap shows."""
+    org = make_org()
+    sites = {"w": ("azure", "westeurope", "1"), "e": ("azure", "eastus", "1"),
+             "o": ("onprem", "westeurope", "1")}
+    agents = {n: enroll(client, org.enrollment_token, f"zf-{n}", provider=pv, region=r, zone=z)
+              for n, (pv, r, z) in sites.items()}
+    start = rollups.floor_time(datetime.now(UTC) - timedelta(minutes=10), 60)
+    t0 = int(start.timestamp() * 1_000_000)
+    names = list(sites)
+    for s in names:
+        n = len(names) * 10
+        r = post_batch(client, agents[s], {
+            "batch_id": str(uuid.uuid4()), "agent_id": agents[s].agent_id,
+            "mesh": {"peers": [agents[d].agent_id for d in names],
+                     "time_us": [t0 + k * 1_000_000 for k in range(n)],
+                     "peer_idx": [k % len(names) for k in range(n)], "round": list(range(n)),
+                     "payload_bytes": [1024] * n, "rtt_us": [1000 + k for k in range(n)],
+                     "status": [0] * n}})
+        assert r.status_code == 202, r.text
+    headers = {"Authorization": f"Bearer {org.api_key}"}
+    params = {"start": start.isoformat(), "end": (start + timedelta(minutes=5)).isoformat(),
+              "group_by": "pair", "resolution": "raw"}
+    name_of = {a.agent_id: n for n, a in agents.items()}
+
+    def pairs(zones: str) -> set[tuple[str, str]]:
+        r = client.get("/api/v1/analytics/mesh/summary", headers=headers,
+                       params={**params, "zones": zones})
+        assert r.status_code == 200, r.text
+        return {(name_of[g["group"][0]], name_of[g["group"][1]]) for g in r.json()["groups"]}
+
+    assert pairs("azure/westeurope/1") == {("w", "w")}
+    assert pairs("azure/eastus/1") == {("e", "e")}
+    assert pairs("azure/westeurope/1,onprem/westeurope/1") == _pairs_of({"w", "o"})
+    for bad, words in (("1", "provider/region/zone"), ("azure/northeurope/1", "no agent"),
+                       ("azure/westeurope", "provider/region/zone")):
+        r = client.get("/api/v1/analytics/mesh/summary", headers=headers,
+                       params={**params, "zones": bad})
+        assert r.status_code == 422, (bad, r.text)
+        (detail,) = r.json()["detail"]
+        assert detail["loc"] == ["query", "zones"] and words in detail["msg"], (bad, detail)

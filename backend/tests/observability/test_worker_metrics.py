@@ -92,6 +92,17 @@ def test_a_failing_task_is_counted_as_a_failure(services, worker):
     assert got[key] >= 1
 
 
+def test_an_alert_evaluation_pass_is_timed_into_its_histogram(services, worker):
+    """docs/operations.md: stormwatch_alert_evaluation_seconds is filled by alert evaluation."""
+    key = ("stormwatch_alert_evaluation_seconds_count", ())
+    before = samples(httpx.get(worker, timeout=10).text).get(key, 0)
+    client = Celery("test", broker=services.redis_url, backend=services.redis_url)
+    out = client.send_task("stormwatch.evaluate_alert_rules").get(timeout=180)
+    assert "rules" in out, out
+    got = poll(worker, lambda g: g.get(key, 0) >= before + 1)
+    assert got.get(key, 0) >= before + 1, sorted(n for n, _ in got if "alert" in n)
+    assert got[("stormwatch_alert_evaluation_seconds_sum", ())] > 0
+
 def health_jobs(api: httpx.Client) -> dict:
     return api.get("/api/v1/health").json()["jobs"]
 

@@ -2058,7 +2058,10 @@ export interface components {
             dst?: string[] | null;
             /** Regions */
             regions?: string[] | null;
-            /** Zones */
+            /**
+             * Zones
+             * @description zones as provider/region/zone keys (the zone heatmap's, e.g. 'azure/westeurope/1')
+             */
             zones?: string[] | null;
             /** Providers */
             providers?: string[] | null;
@@ -8810,6 +8813,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -8906,6 +8910,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -8998,6 +9003,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9090,6 +9096,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9180,6 +9187,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9269,6 +9277,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9363,6 +9372,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9452,6 +9462,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9541,6 +9552,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9631,6 +9643,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9721,6 +9734,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9813,6 +9827,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9898,6 +9913,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -9984,6 +10000,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -10070,6 +10087,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -10156,6 +10174,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
@@ -10241,6 +10260,7 @@ export interface operations {
                 /** @description destination agent ids */
                 dst?: string[] | null;
                 regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
                 zones?: string[] | null;
                 providers?: string[] | null;
                 /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */

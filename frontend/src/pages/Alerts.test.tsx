@@ -4,12 +4,12 @@ import { cleanup, render, screen, waitFor, within } from "@testing-library/react
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
-import { useOrigin } from "../test/dom";
+import { setOrigin } from "../test/dom";
 import { AGENTS, alert, rule } from "../test/fixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
-useOrigin(api);
+setOrigin(api);
 const { default: Alerts } = await import("./Alerts");
 const { navigate } = await import("../lib/router");
 

@@ -2,12 +2,12 @@
 import { cleanup, screen, waitFor } from "@testing-library/react";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
-import { useOrigin } from "../test/dom";
+import { setOrigin } from "../test/dom";
 import { AGENTS, VOCABULARIES } from "../test/fixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
-useOrigin(api);
+setOrigin(api);
 const { default: Distributions } = await import("./Distributions");
 const { navigate } = await import("../lib/router");
 const { renderPage } = await import("../test/render");

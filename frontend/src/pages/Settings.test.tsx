@@ -3,12 +3,12 @@ import { cleanup, screen, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
-import { useOrigin } from "../test/dom";
+import { setOrigin } from "../test/dom";
 import { AGENTS, VOCABULARIES } from "../test/fixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
-useOrigin(api);
+setOrigin(api);
 const { default: Settings } = await import("./Settings");
 const { renderPage } = await import("../test/render");
 const mount = () => renderPage(Settings);

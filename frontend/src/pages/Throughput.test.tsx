@@ -4,13 +4,13 @@ import { cleanup, render, screen, waitFor, within } from "@testing-library/react
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
-import { useOrigin } from "../test/dom";
+import { setOrigin } from "../test/dom";
 import { AGENTS } from "../test/fixtures";
 import { AZ_PAIRS, BUDGET, DEGRADATIONS, PAIRS, SETTINGS, experiment, listed, samples } from "../test/throughputFixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
-useOrigin(api);
+setOrigin(api);
 const { default: Throughput } = await import("./Throughput");
 const { navigate } = await import("../lib/router");
 const { ThemeProvider } = await import("../lib/theme");

@@ -8,7 +8,7 @@ configure({ asyncUtilTimeout: 15_000 });
 
 declare const jsdom: { reconfigure: (o: { url: string }) => void };
 
-export function useOrigin(api: ApiServer): void {
+export function setOrigin(api: ApiServer): void {
   jsdom.reconfigure({ url: `${api.url}/` });
   // Recharts' ResponsiveContainer measures with ResizeObserver, which jsdom lacks: report no size changes.
   if (!("ResizeObserver" in globalThis)) {

@@ -166,13 +166,6 @@ func (p *Prober) SetSendMode(m SendMode) {
 	p.mode = m
 }
 
-// SetSlots sets the number of send instants per round in Spread mode (at least 1).
-func (p *Prober) SetSlots(n int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.slots = max(n, 1)
-}
-
 // SetSelfAddress makes the self-loop dial addr instead of the advertised address (which may
 // be a public IP that would hairpin through a NAT); it is still a real TCP connection.
 func (p *Prober) SetSelfAddress(addr string) {
@@ -917,14 +910,4 @@ func (p *Prober) reap(ctx context.Context) {
 		}
 		t.Reset(max(wait, time.Microsecond))
 	}
-}
-
-// SortedPeerIDs lists peer ids in order; used to compare configurations.
-func SortedPeerIDs(ps []Peer) []string {
-	ids := make([]string, 0, len(ps))
-	for _, p := range ps {
-		ids = append(ids, p.ID)
-	}
-	slices.Sort(ids)
-	return ids
 }

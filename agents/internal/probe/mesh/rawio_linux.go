@@ -152,7 +152,6 @@ func (r *rawConn) shutdown() {
 
 func (r *rawConn) Close() error                       { return r.c.Close() }
 func (r *rawConn) SetWriteDeadline(t time.Time) error { return r.c.SetWriteDeadline(t) }
-func (r *rawConn) RemoteAddr() net.Addr               { return r.c.RemoteAddr() }
 
 // ticker calls a step function at the times it asks for, waiting on a timerfd in the
 // netpoller instead of a runtime timer: the monitor thread also wakes for every runtime timer

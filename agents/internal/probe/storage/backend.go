@@ -2,16 +2,12 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"time"
 )
-
-// errNotFound marks a missing object or bucket, whatever the provider said.
-var errNotFound = errors.New("not found")
 
 // store is the provider-neutral subset of an object store the cycle needs. Every call is
 // one HTTP request (SDK retries are off: seed 000's retry rule is applied by the cycle).

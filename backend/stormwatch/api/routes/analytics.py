@@ -85,7 +85,9 @@ def filters(
         description="source agent ids (the agent for quorum and storage)")] = None,
     dst: Annotated[list[str] | None, Query(description="destination agent ids")] = None,
     regions: ListParam = None,
-    zones: ListParam = None,
+    zones: Annotated[list[str] | None, Query(
+        description="zones as provider/region/zone keys (the zone heatmap's), since zone "
+        "names repeat across regions and providers")] = None,
     providers: ListParam = None,
     topology_class: Annotated[list[str] | None, Query(
         description="self, same_subnet, cross_subnet, cross_az, cross_region, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import zlib
 from datetime import UTC, datetime
 
@@ -22,13 +21,15 @@ from stormwatch.observability.api import (
 )
 from stormwatch.schemas.ingest import IngestAccepted, IngestBatch
 from stormwatch.services import ratelimit
-from stormwatch.services.ingest import BatchError, decode_json, make_limits, parse_batch
-from stormwatch.services.ingest_store import check_references, ensure_partitions, store_batch
+from stormwatch.services.ingest.parse import BatchError, decode_json, make_limits, parse_batch
+from stormwatch.services.ingest.store import (
+    check_references,
+    ensure_partitions,
+    raw_retention_days,
+    store_batch,
+)
 
 router = APIRouter(tags=["ingest"])
-
-_retention_cache: dict[object, tuple[float, int]] = {}
-
 
 async def _read_body(request: Request, max_bytes: int) -> bytes:
     declared = request.headers.get("content-length")
@@ -132,7 +133,7 @@ async def _ingest(request: Request, agent: Agent, settings: Settings) -> Respons
         raw = await sa_conn.get_raw_connection()
         conn = raw.driver_connection
         assert conn is not None
-        retention_days = await _raw_retention_days(conn, agent.org_id, settings.raw_retention_days)
+        retention_days = await raw_retention_days(conn, agent.org_id, settings.raw_retention_days)
         limits = make_limits(datetime.now(UTC), retention_days, settings.ingest_max_future_s,
                              settings.ingest_max_rtt_us)
         try:
@@ -155,14 +156,3 @@ async def _ingest(request: Request, agent: Agent, settings: Settings) -> Respons
                "set_aside": {"deleted_peer": set_aside} if set_aside else {}}
     return JSONResponse(payload, status_code=200 if duplicate else 202)
 
-
-async def _raw_retention_days(conn: object, org_id: object, default: int) -> int:
-    cached = _retention_cache.get(org_id)
-    now = time.monotonic()
-    if cached and now - cached[0] < 60:
-        return cached[1]
-    value = await conn.fetchval(  # type: ignore[attr-defined]
-        "SELECT raw_retention_days FROM orgs WHERE id = $1", org_id)
-    days = int(value or default)
-    _retention_cache[org_id] = (now, days)
-    return days

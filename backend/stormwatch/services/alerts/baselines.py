@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import timedelta
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -52,7 +51,3 @@ async def baselines(session: AsyncSession, org_id: uuid.UUID, metric: MetricKind
             per_hour[i] = np.nan if v is None else v
         out[key] = per_hour[w_hour]
     return out
-
-
-def hour_span(mode: str) -> timedelta:
-    return timedelta(hours=1) if mode == "week_ago" else timedelta(hours=24)

@@ -11,13 +11,13 @@ from urllib.parse import urlencode
 
 from stormwatch.services.alerts.metrics import MetricKind
 from stormwatch.services.analytics.queries import KIND_SPECS, Filters, Fleet, _where
+from stormwatch.services.analytics.zones import zone_key
 
 SeriesKey = tuple[Any, ...]
 # Scope fields that are kind-specific columns, and their column names.
 EXTRA_COLUMNS = {"target": "target_id", "op": "op", "variant": "variant", "content": "content",
                  "size_bytes": "size_bytes", "copies": "copies", "concurrency": "concurrency",
                  "group_name": "group_name", "proto": "proto", "direction": "direction"}
-UUID_FIELDS = ("agents", "src", "dst", "target")
 
 
 def to_filters(scope: dict[str, Any], adjusted: bool = False,
@@ -52,7 +52,7 @@ def matcher(metric: MetricKind, f: Filters, fleet: Fleet) -> Callable[[SeriesKey
         agents_ok = {a.id for a in fleet.agents.values()
                      if (not f.agents or a.id in f.agents)
                      and (not f.regions or a.region in f.regions)
-                     and (not f.zones or a.zone in f.zones)
+                     and (not f.zones or zone_key(a.provider, a.region, a.zone) in f.zones)
                      and (not f.providers or a.provider in f.providers)}
     src = set(f.src) if f.src else None
     dst = set(f.dst) if f.dst else None

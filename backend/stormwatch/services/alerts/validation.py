@@ -21,6 +21,7 @@ from stormwatch.services.alerts.scope import (
     to_filters,
 )
 from stormwatch.services.analytics.queries import KIND_SPECS, Fleet, QueryError, load_fleet
+from stormwatch.services.analytics.zones import first_zone_problem, zone_key
 
 DEFAULT_STORAGE_INTERVAL_S = 600
 # Windows a rollup level can answer in a backtest (whole minutes), besides seed 003's 30 s.
@@ -119,7 +120,12 @@ async def _validate_scope(session: AsyncSession, org_id: uuid.UUID, metric: Metr
         unknown = [a for a in scope.get(name) or [] if uuid.UUID(str(a)) not in fleet.agents]
         if unknown:
             raise _bad(["scope", name], f"no agent {unknown[0]} in this org")
-    for name in ("regions", "zones", "providers"):
+    zone_problem = first_zone_problem(
+        scope.get("zones") or [],
+        {zone_key(a.provider, a.region, a.zone) for a in fleet.agents.values()})
+    if zone_problem is not None:
+        raise _bad(["scope", "zones"], zone_problem)
+    for name in ("regions", "providers"):
         attr = name[:-1]
         have = {getattr(a, attr) for a in fleet.agents.values()}
         unknown = [v for v in scope.get(name) or [] if v not in have]

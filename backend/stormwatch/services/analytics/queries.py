@@ -23,6 +23,7 @@ from stormwatch.services.analytics.sketches import (
     grouped_quantiles,
 )
 from stormwatch.services.analytics.stats import Distribution, Moments
+from stormwatch.services.analytics.zones import first_zone_problem, zone_key
 from stormwatch.services.rollups import grouped_weighted_medians, sort_by_group_then_value
 
 Kind = Literal["mesh", "quorum", "storage", "throughput"]
@@ -158,8 +159,7 @@ class Fleet:
         if level == "node":
             return a.name
         if level == "zone":
-            # Zone names repeat across regions and providers (Azure's "1"): the key is all three.
-            return f"{a.provider or '?'}/{a.region or '?'}/{a.zone or '?'}"
+            return zone_key(a.provider, a.region, a.zone)
         if level == "region":
             return a.region or "?"
         if level == "provider":
@@ -320,12 +320,18 @@ def _selected_agents(fleet: Fleet, f: Filters) -> set[uuid.UUID] | None:
         return None
     out = set()
     # Deleted agents whose samples were kept still match the place they measured from.
-    for a in [*fleet.agents.values(), *fleet.deleted.values()]:
+    known = [*fleet.agents.values(), *fleet.deleted.values()]
+    if f.zones:
+        problem = first_zone_problem(
+            f.zones, {zone_key(a.provider, a.region, a.zone) for a in known})
+        if problem is not None:
+            raise QueryError("zones", problem)
+    for a in known:
         if f.agents and a.id not in f.agents:
             continue
         if f.regions and a.region not in f.regions:
             continue
-        if f.zones and a.zone not in f.zones:
+        if f.zones and zone_key(a.provider, a.region, a.zone) not in f.zones:
             continue
         if f.providers and a.provider not in f.providers:
             continue

@@ -625,10 +625,6 @@ class GroupedBins:
             self._keys.append(np.asarray(keys, dtype=np.int64))
             self._counts.append(np.asarray(counts, dtype=np.float64))
 
-    def add_blob(self, group: int, blob: bytes | None) -> None:
-        if blob:
-            self.add(group, decode(blob))
-
     def matrix(self) -> tuple[int, NDArray[np.float64]]:
         """(offset, counts[group, key - offset])."""
         if not self._parts and not self._keys:
@@ -681,36 +677,4 @@ def grouped_quantiles(offset: int, matrix: NDArray[np.float64], zero: NDArray[np
         vals = key_values(offset + idx)
         vals = np.where(rank < 0, 0.0, vals)
         out[:, j] = np.where(total > 0, vals, np.nan)
-    return out
-
-
-def grouped_values_to_bins(values: NDArray[np.float64], groups: NDArray[np.int64],
-                           n_groups: int) -> GroupedBins:
-    """Sketches of many groups straight from raw values (used by rollups)."""
-    gb = GroupedBins(n_groups)
-    finite = np.isfinite(values)
-    values, groups = values[finite], groups[finite]
-    pos = values > MIN_INDEXABLE
-    if (~pos).any():
-        gb.zero += np.bincount(groups[~pos], minlength=n_groups)
-    if pos.any():
-        gb._groups.append(groups[pos].astype(np.int64))
-        gb._keys.append(value_keys(values[pos]))
-        gb._counts.append(np.ones(int(pos.sum())))
-    return gb
-
-
-def sketch_rows(values: NDArray[np.float64], groups: NDArray[np.int64],
-                n_groups: int) -> list[Sketch]:
-    """One sparse-trimmed sketch per group from raw values."""
-    gb = grouped_values_to_bins(values, groups, n_groups)
-    lo, m = gb.matrix()
-    out = []
-    for g in range(n_groups):
-        row = m[g] if m.shape[1] else np.zeros(0)
-        nz = np.flatnonzero(row)
-        if nz.size:
-            out.append(Sketch(lo + int(nz[0]), row[nz[0] : nz[-1] + 1].copy(), float(gb.zero[g])))
-        else:
-            out.append(Sketch(0, np.zeros(0), float(gb.zero[g])))
     return out

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from stormwatch.core.config import get_settings
+from stormwatch.observability.worker import time_alert_evaluation
 from stormwatch.services.alerts.evaluate import evaluate_cycle
 from stormwatch.worker.app import celery_app
 
@@ -33,7 +34,8 @@ async def _cycle() -> dict[str, Any]:
 def evaluate_alert_rules() -> dict[str, Any]:
     """One evaluation cycle of every enabled rule; starts delivery at once when it wrote
     events (notifications also poll for them on their own)."""
-    out = asyncio.run(_cycle())
+    with time_alert_evaluation():
+        out = asyncio.run(_cycle())
     if out["events"]:
         celery_app.send_task(DISPATCH_TASK)
     if out["errors"]:

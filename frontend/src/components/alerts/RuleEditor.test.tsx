@@ -4,13 +4,13 @@ import { cleanup, render, screen, waitFor, within } from "@testing-library/react
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../../test/apiServer";
-import { useOrigin } from "../../test/dom";
+import { setOrigin } from "../../test/dom";
 import { AGENTS, BACKTEST, VOCABULARIES, rule } from "../../test/fixtures";
 
 // Typing through user-event is slow on a busy machine; the assertions wait on conditions, not time.
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
-useOrigin(api);
+setOrigin(api);
 const { RuleEditor } = await import("./RuleEditor");
 const { ThemeProvider } = await import("../../lib/theme");
 
@@ -109,6 +109,25 @@ describe("RuleEditor", () => {
     await user.type(screen.getByRole("spinbutton", { name: "Threshold (ms)" }), "5");
     expect(screen.getByRole("button", { name: "Save rule" })).toHaveProperty("disabled", true);
     expect(screen.queryByText(/Would have fired/)).toBeNull();
+  });
+
+  it("offers zones as provider/region/zone keys, so same-named zones of two regions stay apart", async () => {
+    const azure = (id: string, region: string) => ({ ...AGENTS[0], id, name: `az-${region}`, provider: "azure", region, zone: "1" });
+    api.route("GET /api/v1/agents", () => [...AGENTS, azure("z1", "westeurope"), azure("z2", "eastus")]);
+    const user = userEvent.setup({ delay: null });
+    mount();
+    const input = await screen.findByRole("combobox", { name: "Zones" });
+    await user.click(input);
+    const picker = screen.getByRole("listbox", { name: "Zones" });
+    const options = await within(picker).findAllByRole("option");
+    expect(options.map((o) => o.dataset.value)).toEqual(["aws/eu-west-1/eu-west-1a", "aws/eu-west-1/eu-west-1b", "aws/us-east-1/us-east-1a", "azure/eastus/1", "azure/westeurope/1"]);
+    expect(options.map((o) => o.textContent)).toEqual(["aws eu-west-1a", "aws eu-west-1b", "aws us-east-1a", "azure eastus 1", "azure westeurope 1"]);
+    await user.click(within(picker).getByRole("option", { name: "azure westeurope 1" }));
+    await user.type(screen.getByRole("spinbutton", { name: "Threshold (ms)" }), "80");
+    await user.click(screen.getByRole("button", { name: "Run backtest" }));
+    await screen.findByText(/Would have fired/);
+    const body = posted("/api/v1/alert-rules/backtest").at(-1)?.body as { scope: Record<string, unknown> };
+    expect(body.scope.zones).toEqual(["azure/westeurope/1"]);
   });
 
   it("shows each 422 message next to the field its location names", async () => {

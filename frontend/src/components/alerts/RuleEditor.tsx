@@ -26,6 +26,7 @@ import { BacktestChart } from "./BacktestChart";
 import { formatSpan } from "../../lib/format";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";
 import { useIsAdmin } from "../../lib/role";
+import { keyAt, keyLabel } from "../../lib/alertMarks";
 import { topologyLabel, useVocabularies, type Vocabularies } from "../../api/vocabularies";
 
 /** The editor's fields as typed (thresholds in ms or %, labels as text). */
@@ -160,7 +161,8 @@ function choices(filter: string, agents: AgentVM[], vocab: Vocabularies): { valu
   const uniq = (xs: (string | null)[]) => [...new Set(xs.filter((x): x is string => Boolean(x)))].sort().map((v) => ({ value: v, label: v }));
   if (filter === "agents" || filter === "src" || filter === "dst") return agents.map((a) => ({ value: a.id, label: a.name })).sort((a, b) => a.label.localeCompare(b.label));
   if (filter === "regions") return uniq(agents.map((a) => a.region));
-  if (filter === "zones") return uniq(agents.map((a) => a.zone));
+  // Zone names repeat across regions and providers: a zone is the heatmap's provider/region/zone key.
+  if (filter === "zones") return [...new Set(agents.map((a) => keyAt(a, "zone")))].sort().map((k) => ({ value: k, label: keyLabel(k, "zone") }));
   if (filter === "providers") return uniq(agents.map((a) => a.provider));
   if (filter === "topology_class") return vocab.topology_classes.map((t) => ({ value: t, label: topologyLabel(t) }));
   if (filter === "op") return vocab.storage_ops.map((v) => ({ value: v, label: v }));

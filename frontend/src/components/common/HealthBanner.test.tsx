@@ -3,11 +3,11 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { cleanup, render, screen, within } from "@testing-library/react";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../../test/apiServer";
-import { useOrigin } from "../../test/dom";
+import { setOrigin } from "../../test/dom";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
-useOrigin(api);
+setOrigin(api);
 const { HealthBanner } = await import("./HealthBanner");
 
 function mount() {

@@ -3,13 +3,13 @@ import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
 import { cleanup, render, screen, within } from "@testing-library/react";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../../test/apiServer";
-import { useOrigin } from "../../test/dom";
+import { setOrigin } from "../../test/dom";
 import { AGENTS, alert } from "../../test/fixtures";
 import { DEGRADATIONS } from "../../test/throughputFixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
-useOrigin(api);
+setOrigin(api);
 const { OverviewPanels } = await import("./Panels");
 
 const NOW = Date.parse("2026-11-23T20:00:00Z");

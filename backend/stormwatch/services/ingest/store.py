@@ -1,7 +1,9 @@
-"""Stores a validated batch: reference checks, partitions, then one COPY transaction."""
+"""Stores a validated batch: reference checks, partitions, then one COPY transaction; and the
+rows COPY writes (binary for mesh, records for the rest)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -10,21 +12,147 @@ import asyncpg
 import numpy as np
 from numpy.typing import NDArray
 
-from stormwatch.services.ingest import (
-    EPOCH,
-    MESH_RAW_COLUMNS,
-    QUORUM_COLUMNS,
-    STORAGE_COLUMNS,
-    THROUGHPUT_COLUMNS,
-    BatchError,
-    ParsedBatch,
-    mesh_copy_data,
-    mesh_series_keys,
-    quorum_records,
-    storage_records,
-    throughput_records,
-)
+from stormwatch.services.ingest.parse import EPOCH, BatchError, ParsedBatch
 from stormwatch.services.rollups import mark_minutes
+
+# Rows for COPY: the encoding lives beside the only code that writes it.
+
+def _opt_int(arr: np.ndarray | None, n: int) -> list[int | None]:
+    if arr is None:
+        return [None] * n
+    return [None if v != v else int(v) for v in arr.tolist()]
+
+
+def _opt_float(arr: np.ndarray | None, n: int) -> list[float | None]:
+    if arr is None:
+        return [None] * n
+    return [None if v != v else float(v) for v in arr.tolist()]
+
+
+def _datetimes(t_us: np.ndarray) -> list[datetime]:
+    base = EPOCH
+    td = timedelta
+    return [base + td(microseconds=v) for v in t_us.tolist()]
+
+
+# PostgreSQL's binary COPY framing: signature, flags, header extension length; and trailer.
+COPY_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00\x00\x00\x00" * 2
+COPY_TRAILER = b"\xff\xff"
+PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 UTC, timestamptz's zero, in unix microseconds
+
+
+def _field(name: str, size: int, kind: str) -> list[tuple[str, str]]:
+    """One binary COPY field: its big-endian int32 length, then the value."""
+    return [(f"{name}_len", ">i4"), (name, kind if size == 0 else f"V{size}")]
+
+
+def _mesh_row_dtype(with_rtt: bool) -> np.dtype:
+    fields: list[tuple[str, str]] = [("nfields", ">i2")]
+    fields += _field("time", 0, ">i8") + _field("series", 0, ">i4")
+    fields += _field("rtt", 0, ">i4") if with_rtt else [("rtt_len", ">i4")]
+    fields += _field("round", 0, ">i8") + _field("status", 0, ">i2")
+    return np.dtype(fields)  # packed: no padding between fields, as COPY wants
+
+
+_MESH_ROW = {True: _mesh_row_dtype(True), False: _mesh_row_dtype(False)}
+
+
+def mesh_series_keys(batch: ParsedBatch
+                     ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """The batch's distinct mesh series as (peer index, payload bytes) arrays, and for every
+    row the index of its series among them."""
+    m = batch.mesh
+    assert m is not None
+    # payload_bytes is at most 64 MiB (parse_batch), so both fit one int64 key.
+    key = m["peer_idx"].astype(np.int64) << 32 | m["payload_bytes"].astype(np.int64)
+    uniq, inverse = np.unique(key, return_inverse=True)
+    return uniq >> 32, uniq & 0xFFFF_FFFF, inverse.astype(np.int64)
+
+
+def mesh_copy_data(batch: ParsedBatch, series_ids: NDArray[np.int32]) -> bytes:
+    """The mesh section as one binary COPY stream for MESH_RAW_COLUMNS, built with numpy;
+    `series_ids` is every row's mesh_series id.
+
+    Rows with and without an RTT have different layouts (a NULL is a -1 length and no
+    value), so each group is one fixed-width record array; rows go in as two runs.
+    """
+    m = batch.mesh
+    assert m is not None
+    has_rtt = ~np.isnan(m["rtt_us"])
+    parts = [COPY_HEADER]
+    for with_rtt in (True, False):
+        sel = has_rtt if with_rtt else ~has_rtt
+        n = int(sel.sum())
+        if not n:
+            continue
+        dtype = _MESH_ROW[with_rtt]
+        rows = np.empty(n, dtype=dtype)
+        rows["nfields"] = len(MESH_RAW_COLUMNS)
+        for name in dtype.names or ():
+            if name.endswith("_len") and name[:-4] in (dtype.names or ()):
+                rows[name] = dtype[name[:-4]].itemsize
+        rows["time"] = m["time_us"][sel] - PG_EPOCH_US
+        rows["series"] = series_ids[sel]
+        if with_rtt:
+            rows["rtt"] = m["rtt_us"][sel]
+        else:
+            rows["rtt_len"] = -1
+        rows["round"] = m["round"][sel]
+        rows["status"] = m["status"][sel]
+        parts.append(rows.tobytes())
+    parts.append(COPY_TRAILER)
+    return b"".join(parts)
+
+
+# The columns of mesh_raw that ingest writes, in the order of mesh_copy_data's fields.
+MESH_RAW_COLUMNS = ("time", "series_id", "rtt_us", "round", "status")
+QUORUM_COLUMNS = ("time", "org_id", "agent_id", "group_name", "round", "k", "n", "latency_us",
+                  "status")
+STORAGE_COLUMNS = ("time", "org_id", "agent_id", "target_id", "op", "variant", "content",
+                   "size_bytes", "stored_bytes", "copies", "concurrency", "attempt",
+                   "latency_us", "ttfb_us", "rtt_us", "bytes_per_s", "status", "error_class")
+THROUGHPUT_COLUMNS = ("time", "org_id", "src_agent_id", "dst_agent_id", "proto",
+                      "experiment_id", "direction", "bytes_per_s", "loss_ratio", "jitter_us")
+
+
+def quorum_records(batch: ParsedBatch, org_id: uuid.UUID) -> list[tuple[Any, ...]]:
+    q = batch.quorum
+    assert q is not None
+    n = q["n"]
+    groups = q["groups"]
+    return list(zip(_datetimes(q["time_us"]), [org_id] * n, [batch.agent_id] * n,
+                    [groups[i] for i in q["group_idx"].tolist()],
+                    q["round"].astype(np.int64).tolist(), q["k"].astype(np.int64).tolist(),
+                    q["n_members"].astype(np.int64).tolist(), _opt_int(q["latency_us"], n),
+                    q["status"].tolist(), strict=True))
+
+
+def storage_records(batch: ParsedBatch, org_id: uuid.UUID) -> list[tuple[Any, ...]]:
+    s = batch.storage
+    assert s is not None
+    n = s["n"]
+    targets = s["targets"]
+    return list(zip(_datetimes(s["time_us"]), [org_id] * n, [batch.agent_id] * n,
+                    [targets[i] for i in s["target_idx"].tolist()], s["op"], s["variant"],
+                    s["content"], s["size_bytes"].astype(np.int64).tolist(),
+                    _opt_int(s["stored_bytes"], n), s["copies"].astype(np.int64).tolist(),
+                    s["concurrency"].astype(np.int64).tolist(),
+                    s["attempt"].astype(np.int64).tolist(), _opt_int(s["latency_us"], n),
+                    _opt_int(s["ttfb_us"], n), _opt_int(s["rtt_us"], n),
+                    _opt_float(s["bytes_per_s"], n), s["status"].tolist(), s["error_class"],
+                    strict=True))
+
+
+def throughput_records(batch: ParsedBatch, org_id: uuid.UUID) -> list[tuple[Any, ...]]:
+    t = batch.throughput
+    assert t is not None
+    n = t["n"]
+    peers = t["peers"]
+    return list(zip(_datetimes(t["time_us"]), [org_id] * n, [batch.agent_id] * n,
+                    [peers[i] for i in t["peer_idx"].tolist()], t["proto"],
+                    t["experiment_id"], t["direction"], t["bytes_per_s"].tolist(),
+                    _opt_float(t["loss_ratio"], n), _opt_int(t["jitter_us"], n), strict=True))
+
 
 _known_partitions: set[tuple[str, int]] = set()
 _TABLE_FOR = {"mesh": "mesh_raw", "quorum": "quorum_samples", "storage": "storage_samples",
@@ -200,3 +328,18 @@ async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
             if data is not None and data["n"]:
                 await mark_minutes(conn, section, org_id, batch_minutes(data["time_us"]))
     return False, counts
+
+
+_retention_cache: dict[uuid.UUID, tuple[float, int]] = {}
+
+
+async def raw_retention_days(conn: asyncpg.Connection, org_id: uuid.UUID, default: int) -> int:
+    """The org's raw retention, read at most once a minute per process (every batch asks)."""
+    cached = _retention_cache.get(org_id)
+    now = time.monotonic()
+    if cached and now - cached[0] < 60:
+        return cached[1]
+    value = await conn.fetchval("SELECT raw_retention_days FROM orgs WHERE id = $1", org_id)
+    days = int(value or default)
+    _retention_cache[org_id] = (now, days)
+    return days

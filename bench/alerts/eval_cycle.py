@@ -1,5 +1,6 @@
 """Times one alert evaluation cycle: 200 rules over a 24-agent fleet (576 pairs, self-loops
 included) at 10 rounds/s, the newest 30 s window due, as `make bench-alerts` reports it.
+Alone: `PYTHONPATH=backend .venv/bin/python bench/alerts/eval_cycle.py` from the repository root.
 
 The fleet, its samples and rules go into a new org of the given database; the cycle is the
 worker's own (services/alerts/evaluate.evaluate_cycle), run `repeats` times over the same
@@ -20,7 +21,6 @@ import numpy as np
 import psycopg
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.pool import NullPool
-
 from stormwatch.services.alerts.evaluate import evaluate_cycle
 
 REGIONS = ("us-east-1", "us-west-2", "eu-west-1", "ap-southeast-1")
