@@ -15,24 +15,30 @@ STORMWATCH_LOG="$bootstrap_log" scripts/bootstrap.sh test || {
   echo "=== bootstrap: FAILED (its output: $bootstrap_log) ==="; exit 1; }
 printf '=== bootstrap: ok in %d s (its output: %s) ===\n' $((SECONDS - t0)) "$bootstrap_log"
 
-failed=()
+# Suites run in lanes (below): each suite's output goes to its own log and is printed whole,
+# under a lock, when the suite ends, so concurrent suites never interleave their lines.
 # Each suite's wall time is printed with its outcome, so a run's output shows where time goes.
+results="$(mktemp -d "${TMPDIR:-/tmp}/stormwatch-test.XXXXXX")"
+trap 'rm -rf "$results"' EXIT
+: > "$results/failed"
 suite() {
   local name=$1; shift
-  printf '\n=== %s ===\n' "$name"
-  local t0=$SECONDS
-  if "$@"; then
-    printf '=== %s: ok in %d s ===\n' "$name" $((SECONDS - t0))
-  else
-    failed+=("$name"); printf '=== %s: FAILED in %d s ===\n' "$name" $((SECONDS - t0))
-  fi
+  local log t0=$SECONDS status
+  log="$(mktemp "$results/suite.XXXXXX")"
+  "$@" > "$log" 2>&1 </dev/null && status=ok || status=FAILED
+  {
+    flock 9
+    printf '\n=== %s ===\n' "$name"
+    cat "$log"
+    printf '=== %s: %s in %d s ===\n' "$name" "$status" $((SECONDS - t0))
+    [ "$status" = ok ] || printf '%s\n' "$name" >> "$results/failed"
+  } 9>> "$results/lock"
 }
 
+# The lint gate first, alone: a few tools, each quick.
 suite "lint (ruff, mypy, gofmt, go vet, tsc, eslint)" scripts/lint.sh
-suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=compose-check-secret-key docker-compose -f docker-compose.yml config -q
-# The backend runs on both raw-storage engines when TimescaleDB is installed: the full suite on
-# plain PostgreSQL, then the suites that touch raw storage on TimescaleDB. Each pass's session
-# fixture fails (never skips) when the schema is not on the engine it asked for.
+
+# The storage suites: the timescaledb pass runs these.
 STORAGE_SUITES=(tests/test_migrations.py tests/api/test_ingest.py tests/api/test_ingest_sections.py
   tests/api/test_ingest_strict.py tests/api/test_analytics.py tests/api/test_analytics_fresh.py
   tests/api/test_agents.py tests/services/test_rollups.py
@@ -47,26 +53,55 @@ pytest_on() {
   (cd backend && STORMWATCH_ENGINE=$engine ../.venv/bin/python -m pytest -q -p no:cacheprovider \
     -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=12 "$@")
 }
-if PYTHONPATH=backend .venv/bin/python -c \
-    'import sys; from stormwatch.devtools.services import timescaledb_installed as t; sys.exit(not t())'; then
-  suite "backend on postgres (pytest, every suite)" pytest_on postgres
-  suite "backend on timescaledb (pytest, storage suites)" pytest_on timescaledb "${STORAGE_SUITES[@]}"
-else
-  suite "backend on postgres (pytest, every suite; TimescaleDB not installed)" pytest_on postgres
-fi
-if [ -f agents/go.mod ]; then
-  suite "agents (go test -race)" bash -c 'cd agents && go vet ./... && go test -race -count=1 ./...'
-  suite "agent deployment files" agents/deploy/check.sh
-fi
-if [ -f frontend/package.json ]; then
-  # `npm test` in two suites, so the browser tests' time shows apart from the unit tests'.
-  suite "frontend (client check + unit)" bash -c 'cd frontend && npm run -s check:client && npm run -s test:unit'
-  suite "frontend (browser e2e)" bash -c 'cd frontend && npm run -s test:e2e'
-fi
+timescaledb_installed() {
+  PYTHONPATH=backend .venv/bin/python -c \
+    'import sys; from stormwatch.devtools.services import timescaledb_installed as t; sys.exit(not t())'
+}
+# Two lanes of about equal length run side by side; much of every suite waits on real servers,
+# agents and schedules, so one lane's waits overlap the other's work. The backend runs on both
+# raw-storage engines when TimescaleDB is installed: the full suite on plain PostgreSQL (lane
+# 1), the suites that touch raw storage on TimescaleDB (lane 2). Each pass's session fixture
+# fails (never skips) when the schema is not on the engine it asked for.
+lane1() {
+  suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=compose-check-secret-key docker-compose -f docker-compose.yml config -q
+  if timescaledb_installed; then
+    suite "backend on postgres (pytest, every suite)" pytest_on postgres
+  else
+    suite "backend on postgres (pytest, every suite; TimescaleDB not installed)" pytest_on postgres
+  fi
+}
+
+lane2() {
+  if [ -f agents/go.mod ]; then
+    # One package at a time: the shaper's and the mesh's timing tests share two cores with
+    # the other lane.
+    suite "agents (go test -race)" bash -c 'cd agents && go vet ./... && go test -race -count=1 -p 1 ./...'
+    suite "agent deployment files" agents/deploy/check.sh
+  fi
+  if [ -f frontend/package.json ]; then
+    # `npm test` in two suites, so the browser tests' time shows apart from the unit tests'.
+    suite "frontend (client check + unit)" bash -c 'cd frontend && npm run -s check:client && npm run -s test:unit -- --reporter=dot'
+  fi
+  if timescaledb_installed; then
+    suite "backend on timescaledb (pytest, storage suites)" pytest_on timescaledb "${STORAGE_SUITES[@]}"
+  fi
+  if [ -f frontend/package.json ]; then
+    # Last: the demo's walk through the UI races its scheduled step, so it runs when the other
+    # lane is most likely done. It builds the demo's binaries itself (the backend's demo test
+    # used to, before the lanes ran side by side). Dots and failures, not every step's name
+    # (NODE_OPTIONS reaches the test runner).
+    suite "frontend (browser e2e)" env NODE_OPTIONS=--test-reporter=dot \
+      bash -c 'make -s -C agents build wanem && cd frontend && npm run -s test:e2e'
+  fi
+}
+
+lane1 &
+lane2 &
+wait
 
 printf '\n=== all suites: %d s ===\n' "$SECONDS"
-if [ ${#failed[@]} -gt 0 ]; then
-  echo "FAILED suites: ${failed[*]}"
+if [ -s "$results/failed" ]; then
+  echo "FAILED suites:"; sed 's/^/  /' "$results/failed"
   exit 1
 fi
 echo "all test suites passed"

@@ -68,13 +68,14 @@ def _check_password(password: str | None) -> str:
 
 
 async def ensure_admin(session: AsyncSession, org_name: str, email: str, password: str | None,
-                       *, reset_password: bool = False, org_slug: str | None = None
-                       ) -> AdminResult:
+                       *, reset_password: bool = False, org_slug: str | None = None,
+                       password_hash: str | None = None) -> AdminResult:
     """Makes sure `email` is an admin of the org named `org_name`; flushes, doesn't commit.
 
     The org is found by its slug (`org_slug`, else derived from the name) and created when
     missing. An existing user keeps its password unless `reset_password` is set, so the
-    password is needed only the first time.
+    password is needed only the first time. `password_hash`: a new user's password already
+    hashed (accounts.create_user).
     """
     org_name = org_name.strip()
     email = email.strip().lower()
@@ -103,7 +104,8 @@ async def ensure_admin(session: AsyncSession, org_name: str, email: str, passwor
     org_created = org is None
     if org is None:
         org = await accounts.create_org(session, org_name, slug=slug)
-    user = await accounts.create_user(session, org.id, email, password, role="admin")
+    user = await accounts.create_user(session, org.id, email, password, role="admin",
+                                      password_hash=password_hash)
     return AdminResult(org.id, org.name, user.id, email, org_created=org_created,
                        user_created=True, password_set=True, promoted=False)
 

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
+from stormwatch.core.security import hash_password
 from stormwatch.devtools.bootstrap import OrgCredentials, create_org_sync
 from stormwatch.devtools.services import (
     PostgresServer,
@@ -143,15 +144,21 @@ def api_server(services: Services) -> Iterator[ApiServer]:
     server.stop()
 
 
+ADMIN_PASSWORD = "correct horse battery staple"
+
+
 @pytest.fixture(scope="session")
 def make_org(services: Services) -> Callable[..., OrgCredentials]:
     counter = iter(range(1, 1_000_000))
+    # Every test org's admin has this password: one argon2 hash (half a second) per worker,
+    # not per org.
+    password_hash = hash_password(ADMIN_PASSWORD)
 
     def make(name: str | None = None) -> OrgCredentials:
         n = next(counter)
         return create_org_sync(services.database_url, name or f"Org {n}",
                                f"admin{n}-{os.getpid()}@example.test",
-                               password="correct horse battery staple")
+                               password=ADMIN_PASSWORD, password_hash=password_hash)
 
     return make
 

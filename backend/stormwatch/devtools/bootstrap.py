@@ -37,15 +37,17 @@ async def _with_tokens(session: AsyncSession, admin: AdminResult,
 
 
 async def create_org_with_admin(database_url: str, name: str, email: str,
-                                password: str | None = None) -> OrgCredentials:
-    """A new org every call (tests and benches), through the same code as `create-admin`."""
+                                password: str | None = None,
+                                password_hash: str | None = None) -> OrgCredentials:
+    """A new org every call (tests and benches), through the same code as `create-admin`;
+    `password_hash`, the hash of `password`, spares a caller making many orgs the hashing."""
     engine = create_async_engine(database_url)
     try:
         async with async_sessionmaker(engine, expire_on_commit=False)() as session:
             password = password or secrets.token_urlsafe(12)
             admin = await ensure_admin(session, name, email, password,
                                        org_slug=accounts.slugify(name) + "-"
-                                       + secrets.token_hex(3))
+                                       + secrets.token_hex(3), password_hash=password_hash)
             return await _with_tokens(session, admin, password)
     finally:
         await engine.dispose()
@@ -74,5 +76,6 @@ async def org_exists(database_url: str, org_id: str) -> bool:
 
 
 def create_org_sync(database_url: str, name: str, email: str,
-                    password: str | None = None) -> OrgCredentials:
-    return asyncio.run(create_org_with_admin(database_url, name, email, password))
+                    password: str | None = None, password_hash: str | None = None
+                    ) -> OrgCredentials:
+    return asyncio.run(create_org_with_admin(database_url, name, email, password, password_hash))

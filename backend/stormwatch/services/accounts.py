@@ -30,9 +30,11 @@ async def create_org(session: AsyncSession, name: str, slug: str | None = None) 
 
 
 async def create_user(session: AsyncSession, org_id: uuid.UUID, email: str, password: str,
-                      role: str = "admin") -> User:
+                      role: str = "admin", *, password_hash: str | None = None) -> User:
+    """`password_hash`: the hash of `password` when the caller has it already (tests that make
+    hundreds of users with one password hash it once; argon2 is slow on purpose)."""
     user = User(id=uuid.uuid4(), org_id=org_id, email=email.lower(),
-                password_hash=hash_password(password), role=role)
+                password_hash=password_hash or hash_password(password), role=role)
     session.add(user)
     await session.flush()
     return user

@@ -21,13 +21,18 @@ from typing import Any
 import httpx
 import numpy as np
 import orjson
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, create_engine, text
 
+from stormwatch.core.security import hash_password
+from stormwatch.devtools.bootstrap import create_org_sync
+from stormwatch.devtools.services import run_migrations
 from stormwatch.services import rollups
 from stormwatch.services.analytics.sketches import RELATIVE_ACCURACY, decode
+from tests.conftest import ADMIN_PASSWORD, ApiServer, Services
 from tests.helpers import EnrolledAgent, enroll, now_us
 
 # Registered here, not in a conftest: other modules register profiles of their own.
@@ -100,9 +105,49 @@ class Fleet:
 
 
 @pytest.fixture(scope="module")
-def client(api_server: Any) -> Iterator[httpx.Client]:
-    with api_server.client() as c:
-        yield c
+def own_database(services: Services) -> Iterator[str]:
+    """A database of this module's own: each example drains the rollups, and in the worker's
+    shared database that meant rolling up every minute the earlier test files marked."""
+    name = f"ingest_model_{uuid.uuid4().hex[:8]}"
+    admin = f"host=127.0.0.1 port={services.pg.port} user={services.pg.user} dbname=postgres"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = services.database_url.rsplit("/", 1)[0] + f"/{name}"
+    run_migrations(url)
+    yield url
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def db(own_database: str) -> Iterator[Engine]:
+    engine = create_engine(own_database.replace("+asyncpg", "+psycopg"), pool_pre_ping=True)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def make_org(own_database: str) -> Callable[..., Any]:
+    counter = iter(range(1, 1_000_000))
+    password_hash = hash_password(ADMIN_PASSWORD)
+
+    def make() -> Any:
+        n = next(counter)
+        return create_org_sync(own_database, f"Model {n}", f"model{n}-{os.getpid()}@example.test",
+                               password=ADMIN_PASSWORD, password_hash=password_hash)
+
+    return make
+
+
+@pytest.fixture(scope="module")
+def client(services: Services, own_database: str) -> Iterator[httpx.Client]:
+    server = ApiServer(services, {"DATABASE_URL": own_database})
+    server.start()
+    try:
+        with server.client() as c:
+            yield c
+    finally:
+        server.stop()
 
 
 def new_fleet(client: httpx.Client, make_org: Callable[..., Any]) -> Fleet:
@@ -178,7 +223,7 @@ def one_pass(db: Engine) -> None:
 
 def drain(db: Engine) -> None:
     """Rollup passes as the worker runs them until every settled minute is rolled and no
-    marked minute is left (a deadline, not a pass count: a shared database may hold days)."""
+    marked minute is left (a deadline, not a pass count)."""
     deadline = time.monotonic() + 600
     while True:
         end = rollups.floor_time(datetime.now(UTC) - rollups.SETTLE, 60)
