@@ -10,13 +10,15 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
+from stormwatch.devtools.bootstrap import OrgCredentials
 from stormwatch.devtools.services import free_port
-from tests.conftest import REPO
+from tests.conftest import REPO, ApiServer
 
 AGENTS_DIR = REPO / "agents"
 
@@ -59,6 +61,31 @@ def agent_config(home: Path, name: str, api_url: str, token: str, *, region: str
     return config
 
 
+def parse_metrics(body: str) -> dict[str, float]:
+    """An agent's /metrics as {name or name:kind: value} (the agent's own series only)."""
+    out: dict[str, float] = {}
+    for line in body.splitlines():
+        m = re.match(r'^(\w+)(\{kind="(\w+)"\})? ([0-9.e+-]+)$', line)
+        if m:
+            out[m.group(1) + (f":{m.group(3)}" if m.group(3) else "")] = float(m.group(4))
+    return out
+
+
+def final_counts(name: str, log: Path) -> dict[str, object]:
+    """The counts an agent logged last when it stopped (a log may hold several runs)."""
+    last: dict[str, object] | None = None
+    for line in log.read_text().splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if rec.get("msg") == "agent stopped":
+            last = dict(rec)
+    if last is None:
+        raise AssertionError(f"{name} logged no final counts:\n{log.read_text()}")
+    return last
+
+
 class AgentProcess:
     """One agent under its own home folder, logging to agent.log there."""
 
@@ -89,29 +116,35 @@ class AgentProcess:
                                          stdout=logf, stderr=subprocess.STDOUT)
 
     def metrics(self) -> dict[str, float]:
-        body = httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text
-        out: dict[str, float] = {}
-        for line in body.splitlines():
-            m = re.match(r'^(\w+)(\{kind="(\w+)"\})? ([0-9.e+-]+)$', line)
-            if m:
-                out[m.group(1) + (f":{m.group(3)}" if m.group(3) else "")] = float(m.group(4))
-        return out
+        return parse_metrics(
+            httpx.get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5).text)
 
     def stop(self, timeout_s: float = 60) -> dict[str, object]:
         """SIGTERM, then the final counts the agent logs once it has flushed."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout_s)
-        for line in self.log.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("msg") == "agent stopped":
-                return dict(rec)
-        raise AssertionError(f"{self.name} logged no final counts:\n{self.log.read_text()}")
+        return final_counts(self.name, self.log)
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+@contextmanager
+def meshing_pair(binary: Path, api: ApiServer, org: OrgCredentials, home: Path, prefix: str,
+                 rate_hz: int) -> Iterator[list[AgentProcess]]:
+    """Two agents of `org` (not started), its mesh on at `rate_hz`; killed on the way out."""
+    with api.client() as client:
+        r = client.patch("/api/v1/org", headers={"Authorization": f"Bearer {org.api_key}"},
+                         json={"mesh_settings": {"enabled": True, "rate_hz": rate_hz,
+                                                 "payload_bytes": 64, "timeout_ms": 1000}})
+        assert r.status_code == 200, r.text
+    agents = [AgentProcess(binary, home, f"{prefix}-{i}", api.base_url, org.enrollment_token)
+              for i in range(2)]
+    try:
+        yield agents
+    finally:
+        for a in agents:
+            a.kill()

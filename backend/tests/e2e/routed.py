@@ -11,7 +11,6 @@ left behind. Needs CAP_NET_ADMIN; without it the fixture skips, saying so.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import re
 import signal
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.agents import AgentProcess
+from tests.e2e.agents import AgentProcess, final_counts, parse_metrics
 
 PREFIX = "swr"
 MESH_PORT = 7300
@@ -238,13 +237,8 @@ class NetnsAgent(AgentProcess):
             self.proc = subprocess.Popen(self._cmd("run"), stdout=logf, stderr=subprocess.STDOUT)
 
     def metrics(self) -> dict[str, float]:
-        body = httpx.get(f"http://{self.host.address}:{METRICS_PORT}/metrics", timeout=5).text
-        out: dict[str, float] = {}
-        for line in body.splitlines():
-            m = re.match(r'^(\w+)(\{kind="(\w+)"\})? ([0-9.e+-]+)$', line)
-            if m:
-                out[m.group(1) + (f":{m.group(3)}" if m.group(3) else "")] = float(m.group(4))
-        return out
+        return parse_metrics(
+            httpx.get(f"http://{self.host.address}:{METRICS_PORT}/metrics", timeout=5).text)
 
     def stop(self, timeout_s: float = 60) -> dict[str, object]:
         """SIGTERM, then the final counts of this run (the log keeps earlier runs' too)."""
@@ -255,14 +249,4 @@ class NetnsAgent(AgentProcess):
 
     def final_counts(self) -> dict[str, object]:
         """The counts the agent logged last when it stopped."""
-        last: dict[str, object] | None = None
-        for line in self.log.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("msg") == "agent stopped":
-                last = dict(rec)
-        if last is None:
-            raise AssertionError(f"{self.name} logged no final counts:\n{self.log.read_text()}")
-        return last
+        return final_counts(self.name, self.log)

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, text
 
 from stormwatch.devtools.bootstrap import OrgCredentials
 from tests.conftest import LOOPBACK_ALLOWED, ApiServer, Services
-from tests.e2e.agents import AgentProcess, go_build, wait_until
+from tests.e2e.agents import AgentProcess, go_build, meshing_pair, wait_until
 
 # A mesh batch of two agents at 50 rounds/s cut every 2 s is a few kB gzipped; one sample
 # with the batch's ids is a few hundred bytes, so every batch must be split and every half fits.
@@ -39,18 +39,8 @@ def small_api(services: Services) -> Iterator[ApiServer]:
 def pair(agent_binary: Path, small_api: ApiServer, make_org: Callable[..., OrgCredentials],
          tmp_path: Path) -> Iterator[tuple[OrgCredentials, list[AgentProcess]]]:
     org = make_org()
-    with small_api.client() as api:
-        r = api.patch("/api/v1/org", headers={"Authorization": f"Bearer {org.api_key}"},
-                      json={"mesh_settings": {"enabled": True, "rate_hz": 50, "payload_bytes": 64,
-                                              "timeout_ms": 1000}})
-        assert r.status_code == 200, r.text
-    agents = [AgentProcess(agent_binary, tmp_path, f"split-{i}", small_api.base_url,
-                           org.enrollment_token) for i in range(2)]
-    try:
+    with meshing_pair(agent_binary, small_api, org, tmp_path, "split", rate_hz=50) as agents:
         yield org, agents
-    finally:
-        for a in agents:
-            a.kill()
 
 
 def test_batches_over_the_api_body_limit_are_split_and_every_sample_is_stored_once(

@@ -13,7 +13,7 @@ from sqlalchemy import Engine, text
 
 from stormwatch.devtools.bootstrap import OrgCredentials
 from tests.conftest import ApiServer
-from tests.e2e.agents import AgentProcess, go_build, wait_until
+from tests.e2e.agents import AgentProcess, go_build, meshing_pair, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -25,18 +25,8 @@ def agent_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def pair(agent_binary: Path, api_server: ApiServer, make_org: Callable[..., OrgCredentials],
          tmp_path: Path) -> Iterator[tuple[OrgCredentials, list[AgentProcess]]]:
     org = make_org()
-    with api_server.client() as api:
-        r = api.patch("/api/v1/org", headers={"Authorization": f"Bearer {org.api_key}"},
-                      json={"mesh_settings": {"enabled": True, "rate_hz": 20, "payload_bytes": 64,
-                                              "timeout_ms": 1000}})
-        assert r.status_code == 200, r.text
-    agents = [AgentProcess(agent_binary, tmp_path, f"real-{i}", api_server.base_url,
-                           org.enrollment_token) for i in range(2)]
-    try:
+    with meshing_pair(agent_binary, api_server, org, tmp_path, "real", rate_hz=20) as agents:
         yield org, agents
-    finally:
-        for a in agents:
-            a.kill()
 
 
 def counts(db: Engine, org_id: str, dst: str) -> dict[tuple[str, int], int]:
