@@ -8,12 +8,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"stormwatch/agents/internal/metrics"
 	"stormwatch/agents/internal/sample"
+	"stormwatch/agents/internal/testutil"
 )
 
 const testAgentID = "00000000-0000-4000-8000-000000000001"
@@ -60,22 +60,21 @@ func encodedSize(n int) int {
 	return len(x.batch(newBatchID(), testAgentID, &content{storage: xs}))
 }
 
-// syncBuffer is a log sink the shipper's goroutines may write while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// assertSplitAndStoredOnce: want samples arrived in two or more batches, each sample once,
+// all counted as shipped and none as dropped.
+func assertSplitAndStoredOnce(t *testing.T, f *fakeIngest, m *metrics.Agent, want int) {
+	t.Helper()
+	n, batches := f.totals()
+	if n != want || batches < 2 {
+		t.Fatalf("stored %d samples in %d batches, want %d in 2 or more", n, batches, want)
+	}
+	assertEachOnce(t, f, want)
+	if got := m.Shipped[metrics.Storage].Load(); got != uint64(want) {
+		t.Fatalf("shipped counter %d, want %d", got, want)
+	}
+	if got := m.Dropped[metrics.Storage].Load(); got != 0 {
+		t.Fatalf("dropped counter %d, want 0", got)
+	}
 }
 
 func TestABatchTwiceTheBodyLimitArrivesWholeInSmallerBatches(t *testing.T) {
@@ -86,17 +85,7 @@ func TestABatchTwiceTheBodyLimitArrivesWholeInSmallerBatches(t *testing.T) {
 		h.s.AddStorage(storageSample(i))
 	}
 	waitFor(t, "every sample stored", 30*time.Second, func() bool { n, _ := f.totals(); return n >= 100 })
-	n, batches := f.totals()
-	if n != 100 || batches < 2 {
-		t.Fatalf("stored %d samples in %d batches, want 100 in 2 or more", n, batches)
-	}
-	assertEachOnce(t, f, 100)
-	if got := h.m.Shipped[metrics.Storage].Load(); got != 100 {
-		t.Fatalf("shipped counter %d, want 100", got)
-	}
-	if got := h.m.Dropped[metrics.Storage].Load(); got != 0 {
-		t.Fatalf("dropped counter %d, want 0", got)
-	}
+	assertSplitAndStoredOnce(t, f, h.m, 100)
 	if h.m.BatchesSplit.Load() == 0 {
 		t.Fatal("no batch counted as split")
 	}
@@ -105,7 +94,7 @@ func TestABatchTwiceTheBodyLimitArrivesWholeInSmallerBatches(t *testing.T) {
 func TestASingleSampleOverTheBodyLimitIsDroppedAndCounted(t *testing.T) {
 	f := newFakeIngest(t)
 	f.setMaxBody(int64(encodedSize(1) / 2))
-	var logs syncBuffer
+	var logs testutil.LogBuffer
 	h := startShipper(t, f.srv.URL, t.TempDir(), func(o *Options) {
 		o.MaxBatchAge = time.Hour
 		o.MaxBatchSamples = 3
@@ -151,17 +140,7 @@ func TestASpooledBatchOverTheBodyLimitIsSplitAndDrainedAfterARestart(t *testing.
 		n, _ := f.totals()
 		return n >= 100 && h2.s.SpooledBatches() == 0
 	})
-	n, batches := f.totals()
-	if n != 100 || batches < 2 {
-		t.Fatalf("stored %d samples in %d batches, want 100 in 2 or more", n, batches)
-	}
-	assertEachOnce(t, f, 100)
-	if got := h2.m.Shipped[metrics.Storage].Load(); got != 100 {
-		t.Fatalf("shipped counter %d after the restart, want 100", got)
-	}
-	if got := h2.m.Dropped[metrics.Storage].Load(); got != 0 {
-		t.Fatalf("dropped counter %d, want 0", got)
-	}
+	assertSplitAndStoredOnce(t, f, h2.m, 100)
 	des, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package wanem
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -14,9 +13,10 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"stormwatch/agents/internal/testutil"
 )
 
 // echoServer answers every byte it receives on a real loopback socket.
@@ -288,24 +288,6 @@ func TestTheEmulatorDelaysEachMeshSenderByItsRegionsRoundTrip(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination the emulator's goroutines and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func senderID(id string) [16]byte {
 	var sender [16]byte
 	b, _ := hex.DecodeString(strings.ReplaceAll(id, "-", ""))
@@ -335,7 +317,7 @@ func TestARegionPairWithNoTableRowPassesThroughWithoutDelay(t *testing.T) {
 	}))
 	defer api.Close()
 	echo := echoServer(t)
-	logs := &syncBuffer{}
+	logs := &testutil.LogBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg := Config{Seed: 1, JitterFrac: 0.01, Spike: SpikeConfig{Prob: 0.001, MinX: 20, MaxX: 300, CapMs: 600},
 		Mesh: []MeshRoute{{Name: "dst", Listen: "127.0.0.1:0", Upstream: echo,
