@@ -88,6 +88,9 @@ class SeriesResponse(BaseModel):
     window_s: int
     percentiles: list[str]
     groups: list[SeriesGroup]
+    names: dict[str, str] = Field(
+        default_factory=dict, description="for groups by agent (pair, src, dst, agent): the "
+        "name of each agent id in them, \"<name> (deleted)\" for a deleted agent")
 
 
 class HistogramBucket(BaseModel):

@@ -145,6 +145,12 @@ def test_a_deleted_agent_s_kept_samples_are_shown_under_its_name(api, db, fleet)
     assert series.status_code == 200, series.text
     labels = {tuple(g["group"]) for g in series.json()["groups"]}
     assert ("aws/us-east-1/us-east-1a", "aws/eu-west-1/eu-west-1a") in labels
+    pairs = api.get("/api/v1/analytics/mesh/series", headers=admin(org),
+                    params={"start": start.isoformat(), "end": end.isoformat(),
+                            "group_by": "pair", "resolution": "raw"}).json()
+    assert pairs["names"][gone.agent_id] == "del-3 (deleted)"
+    assert pairs["names"][agents[0].agent_id] == "del-0"
+    assert set(pairs["names"]) == {i for g in pairs["groups"] for i in g["group"]}
     csv = api.get("/api/v1/analytics/mesh/series.csv", headers=admin(org),
                   params={"start": start.isoformat(), "end": end.isoformat(),
                           "src": gone.agent_id, "resolution": "raw"})

@@ -5047,6 +5047,13 @@ export interface components {
             percentiles: string[];
             /** Groups */
             groups: components["schemas"]["SeriesGroup"][];
+            /**
+             * Names
+             * @description for groups by agent (pair, src, dst, agent): the name of each agent id in them, "<name> (deleted)" for a deleted agent
+             */
+            names?: {
+                [key: string]: string;
+            };
         };
         /** SilenceCreate */
         SilenceCreate: {

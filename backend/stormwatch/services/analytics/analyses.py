@@ -145,8 +145,14 @@ async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters
                                                                           strict=True)}
         # Keyed by the group itself: the label of a tuple group (a pair) is a list.
         by_group.setdefault(grp, []).append(row)
+    # Groups by agent carry ids: their display names ride along, deleted agents' included.
+    names: dict[str, str] = {}
+    if group_by in ("pair", "src", "dst", "agent"):
+        for grp in by_group:
+            for part in grp if isinstance(grp, tuple) else (grp,):
+                names[str(part)] = fleet.level_of(uuid.UUID(str(part)), "node")
     return {"source": g.source.as_dict(), "kind": kind, "window_s": window_s,
-            "percentiles": labels,
+            "percentiles": labels, "names": names,
             "groups": [{"group": _label(k), "windows": v} for k, v in by_group.items()]}
 
 
