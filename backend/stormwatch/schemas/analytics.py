@@ -194,6 +194,9 @@ class LevelShiftResponse(BaseModel):
     group_by: str = "all"
     groups: list[GroupShifts] | None = Field(
         default=None, description="with group_by other than all: each group's shifts")
+    names: dict[str, str] = Field(
+        default_factory=dict, description="for groups by agent (pair, src, dst, agent): the "
+        "name of each agent id in them, \"<name> (deleted)\" for a deleted agent")
     noise: float = Field(description="robust noise sigma of the windowed medians")
     cycles_removed_s: list[float] = Field(
         default_factory=list, description="periods modelled as cycles before step detection")

@@ -151,6 +151,10 @@ def test_a_deleted_agent_s_kept_samples_are_shown_under_its_name(api, db, fleet)
     assert pairs["names"][gone.agent_id] == "del-3 (deleted)"
     assert pairs["names"][agents[0].agent_id] == "del-0"
     assert set(pairs["names"]) == {i for g in pairs["groups"] for i in g["group"]}
+    shifts = api.get("/api/v1/analytics/mesh/level-shifts", headers=admin(org),
+                     params={"start": start.isoformat(), "end": end.isoformat(),
+                             "group_by": "pair", "window_s": 10}).json()
+    assert shifts["names"][gone.agent_id] == "del-3 (deleted)"
     csv = api.get("/api/v1/analytics/mesh/series.csv", headers=admin(org),
                   params={"start": start.isoformat(), "end": end.isoformat(),
                           "src": gone.agent_id, "resolution": "raw"})

@@ -4022,6 +4022,13 @@ export interface components {
              */
             groups?: components["schemas"]["GroupShifts"][] | null;
             /**
+             * Names
+             * @description for groups by agent (pair, src, dst, agent): the name of each agent id in them, "<name> (deleted)" for a deleted agent
+             */
+            names?: {
+                [key: string]: string;
+            };
+            /**
              * Noise
              * @description robust noise sigma of the windowed medians
              */

@@ -8,7 +8,7 @@ import csv
 import io
 import re
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -52,6 +52,15 @@ def _label(g: Hashable) -> Any:
     if isinstance(g, uuid.UUID):
         return str(g)
     return g
+
+
+def _agent_names(fleet: Fleet, group_by: str, groups: Iterable[Hashable]) -> dict[str, str]:
+    """Groups by agent carry ids: their display names ride along, "<name> (deleted)" for a
+    deleted agent, so no view falls back to a bare id."""
+    if group_by not in ("pair", "src", "dst", "agent"):
+        return {}
+    return {str(part): fleet.level_of(uuid.UUID(str(part)), "node")
+            for grp in groups for part in (grp if isinstance(grp, tuple) else (grp,))}
 
 
 async def _grouping(session: AsyncSession, org_id: uuid.UUID, kind: str, group_by: str,
@@ -145,14 +154,8 @@ async def series(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters
                                                                           strict=True)}
         # Keyed by the group itself: the label of a tuple group (a pair) is a list.
         by_group.setdefault(grp, []).append(row)
-    # Groups by agent carry ids: their display names ride along, deleted agents' included.
-    names: dict[str, str] = {}
-    if group_by in ("pair", "src", "dst", "agent"):
-        for grp in by_group:
-            for part in grp if isinstance(grp, tuple) else (grp,):
-                names[str(part)] = fleet.level_of(uuid.UUID(str(part)), "node")
     return {"source": g.source.as_dict(), "kind": kind, "window_s": window_s,
-            "percentiles": labels, "names": names,
+            "percentiles": labels, "names": _agent_names(fleet, group_by, by_group),
             "groups": [{"group": _label(k), "windows": v} for k, v in by_group.items()]}
 
 
@@ -422,6 +425,7 @@ async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str
                            "group_by": group_by, "noise": 0.0, "cycles_removed_s": [],
                            "shifts": [], "segments": [], "medians": []}
     if group_by != "all":
+        out["names"] = _agent_names(fleet, group_by, (g for g, _, _ in per_group))
         out["groups"] = [{"group": _label(g), "noise": r["noise"],
                           "cycles_removed_s": [p * window_s for p in r["cycles_removed"]],
                           "shifts": _shift_rows(r, times)}
