@@ -1,9 +1,9 @@
+import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { createEnrollmentToken, listAgents, listEnrollmentTokens, revokeEnrollmentToken, type EnrollmentToken } from "../api/endpoints";
 import type { AgentVM } from "../api/models";
 import { Async, Card } from "../components/common/State";
 import { formatAgo } from "../lib/format";
-import { useAsync } from "../lib/useAsync";
 import { AdminOnly } from "../components/common/AdminOnly";
 
 const STATUS_CLASS: Record<string, string> = { online: "ok", stale: "warn", never_seen: "bad" };
@@ -65,7 +65,9 @@ function AddAgent({ onChange }: { onChange: () => void }) {
   const [name, setName] = useState("");
   const [created, setCreated] = useState<{ token: string; name: string }>();
   const [error, setError] = useState<string>();
-  const tokens = useAsync((s) => listEnrollmentTokens(s), "tokens");
+  const qc = useQueryClient();
+  const tokens = useQuery({ queryKey: ["enrollment-tokens"], queryFn: ({ signal }) => listEnrollmentTokens(signal) });
+  const refetchTokens = () => void qc.invalidateQueries({ queryKey: ["enrollment-tokens"] });
 
   async function submit(e: FormEvent) {
     e.preventDefault();
@@ -74,7 +76,7 @@ function AddAgent({ onChange }: { onChange: () => void }) {
       const t = await createEnrollmentToken(name || "enrollment");
       setCreated({ token: t.token, name: t.name });
       setName("");
-      tokens.reload();
+      refetchTokens();
       onChange();
     } catch (err) {
       setError(err instanceof Error ? err.message : String(err));
@@ -110,7 +112,7 @@ function AddAgent({ onChange }: { onChange: () => void }) {
       )}
       <h3 style={{ fontSize: 14 }}>Enrollment tokens</h3>
       <Async state={tokens} isEmpty={(d) => d.length === 0} empty="No enrollment tokens yet.">
-        {(list) => <TokenTable tokens={list} onRevoke={async (id) => { await revokeEnrollmentToken(id); tokens.reload(); }} />}
+        {(list) => <TokenTable tokens={list} onRevoke={async (id) => { await revokeEnrollmentToken(id); refetchTokens(); }} />}
       </Async>
     </Card>
   );
@@ -154,7 +156,8 @@ function TokenTable({ tokens, onRevoke }: { tokens: EnrollmentToken[]; onRevoke:
 }
 
 export default function Fleet() {
-  const agents = useAsync((s) => listAgents(s), "agents", 30_000);
+  const qc = useQueryClient();
+  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000, refetchInterval: 30_000 });
   const counts = (agents.data ?? []).reduce<Record<string, number>>((m, a) => ({ ...m, [a.status]: (m[a.status] ?? 0) + 1 }), {});
   return (
     <>
@@ -170,7 +173,7 @@ export default function Fleet() {
         </Async>
       </Card>
       <AdminOnly what="Adding agents (enrollment tokens)">
-        <AddAgent onChange={agents.reload} />
+        <AddAgent onChange={() => void qc.invalidateQueries({ queryKey: ["agents"] })} />
       </AdminOnly>
     </>
   );

@@ -1,3 +1,4 @@
+import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/endpoints";
 import { AdminOnly } from "../components/common/AdminOnly";
@@ -8,11 +9,12 @@ import { SingleSignOn } from "../components/settings/SingleSignOn";
 import { StorageTargets } from "../components/settings/StorageTargets";
 import { Async, Card } from "../components/common/State";
 import { useIsAdmin } from "../lib/role";
-import { useAsync } from "../lib/useAsync";
 
 function ApiKeys() {
   const admin = useIsAdmin();
-  const keys = useAsync((s) => listApiKeys(s), "keys");
+  const qc = useQueryClient();
+  const keys = useQuery({ queryKey: ["api-keys"], queryFn: ({ signal }) => listApiKeys(signal) });
+  const refetchKeys = () => void qc.invalidateQueries({ queryKey: ["api-keys"] });
   const [name, setName] = useState("");
   const [shown, setShown] = useState<{ name: string; key: string }>();
   const [error, setError] = useState<string>();
@@ -24,7 +26,7 @@ function ApiKeys() {
       const k = await createApiKey(name);
       setShown({ name: k.name, key: k.key });
       setName("");
-      keys.reload();
+      refetchKeys();
     } catch (err) {
       setError(err instanceof Error ? err.message : String(err));
     }
@@ -89,7 +91,7 @@ function ApiKeys() {
                         className="danger"
                         aria-label={`Revoke API key ${k.name}`}
                         onClick={() => {
-                          if (window.confirm(`Revoke the key "${k.name}"? Clients using it stop working.`)) void revokeApiKey(k.id).then(keys.reload);
+                          if (window.confirm(`Revoke the key "${k.name}"? Clients using it stop working.`)) void revokeApiKey(k.id).then(refetchKeys);
                         }}
                       >
                         Revoke
@@ -108,7 +110,9 @@ function ApiKeys() {
 
 function Users() {
   const admin = useIsAdmin();
-  const users = useAsync((s) => listUsers(s), "users");
+  const qc = useQueryClient();
+  const users = useQuery({ queryKey: ["users"], queryFn: ({ signal }) => listUsers(signal) });
+  const refetchUsers = () => void qc.invalidateQueries({ queryKey: ["users"] });
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
   const [role, setRole] = useState("viewer");
@@ -121,7 +125,7 @@ function Users() {
       await createUser(email, password, role);
       setEmail("");
       setPassword("");
-      users.reload();
+      refetchUsers();
     } catch (err) {
       setError(err instanceof Error ? err.message : String(err));
     }
@@ -155,7 +159,7 @@ function Users() {
                       onClick={() => {
                         if (window.confirm(`Remove ${u.email}?`))
                           void deleteUser(u.id)
-                            .then(users.reload)
+                            .then(refetchUsers)
                             .catch((e: Error) => setError(e.message));
                       }}
                     >
