@@ -12,6 +12,8 @@ setOrigin(api);
 const { default: Distributions } = await import("./Distributions");
 const { navigate } = await import("../lib/router");
 const { renderPage } = await import("../test/render");
+const { queryClient } = await import("../api/queryClient");
+const { agentsQuery } = await import("../api/endpoints");
 
 // Two minutes of a fresh fleet inside the default hour: four 30 s windows, cross-region RTTs in ms.
 const T0 = Date.parse("2026-11-28T05:10:00Z");
@@ -32,6 +34,7 @@ afterAll(async () => {
 });
 
 beforeEach(() => {
+  api.seen.length = 0;
   navigate("/distributions?scale=linear");
   api.route("GET /api/v1/agents", () => AGENTS);
   api.route("GET /api/v1/vocabularies", () => VOCABULARIES);
@@ -134,5 +137,16 @@ describe("Distributions page", () => {
     expect(ticks(card, "x").length).toBeGreaterThan(1);
     expect(within(card).queryByRole("status")).toBeNull();
     held.open();
+  });
+
+  it("names the pairs from the one cached agent list, asked for once across questions", async () => {
+    mount();
+    const card = await screen.findByRole("region", { name: "Node pairs over time" });
+    await waitFor(() => expect(ticks(card, "x").length).toBeGreaterThan(1));
+    expect(queryClient.getQueryData(agentsQuery.queryKey)?.map((a) => a.id)).toEqual(AGENTS.map((a) => a.id));
+    act(() => navigate("/distributions?scale=linear&class=cross_az"));
+    await waitFor(() => expect(api.seen.some((r) => r.path === "/api/v1/analytics/mesh/series" && r.query.get("topology_class") === "cross_az")).toBe(true));
+    await waitFor(() => expect(ticks(card, "x").length).toBeGreaterThan(1));
+    expect(api.seen.filter((r) => r.method === "GET" && r.path === "/api/v1/agents")).toHaveLength(1);
   });
 });

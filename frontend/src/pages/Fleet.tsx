@@ -1,6 +1,6 @@
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { createEnrollmentToken, listAgents, listEnrollmentTokens, revokeEnrollmentToken, type EnrollmentToken } from "../api/endpoints";
+import { agentsQuery, createEnrollmentToken, useAgents, listEnrollmentTokens, revokeEnrollmentToken, type EnrollmentToken } from "../api/endpoints";
 import type { AgentVM } from "../api/models";
 import { Async, Card } from "../components/common/State";
 import { formatAgo } from "../lib/format";
@@ -157,7 +157,7 @@ function TokenTable({ tokens, onRevoke }: { tokens: EnrollmentToken[]; onRevoke:
 
 export default function Fleet() {
   const qc = useQueryClient();
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000, refetchInterval: 30_000 });
+  const agents = useAgents({ refetchInterval: 30_000 });
   const counts = (agents.data ?? []).reduce<Record<string, number>>((m, a) => ({ ...m, [a.status]: (m[a.status] ?? 0) + 1 }), {});
   return (
     <>
@@ -173,7 +173,7 @@ export default function Fleet() {
         </Async>
       </Card>
       <AdminOnly what="Adding agents (enrollment tokens)">
-        <AddAgent onChange={() => void qc.invalidateQueries({ queryKey: ["agents"] })} />
+        <AddAgent onChange={() => void qc.invalidateQueries({ queryKey: agentsQuery.queryKey })} />
       </AdminOnly>
     </>
   );

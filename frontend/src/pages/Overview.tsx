@@ -1,6 +1,6 @@
 import { useQuery } from "@tanstack/react-query";
 import { listAlerts } from "../api/alerts";
-import { getHeatmap, listAgents } from "../api/endpoints";
+import { getHeatmap, useAgents } from "../api/endpoints";
 import type { HeatStat, Level } from "../api/models";
 import { Heatmap } from "../components/heatmap/Heatmap";
 import { OverviewPanels } from "../components/overview/Panels";
@@ -31,7 +31,7 @@ export default function Overview() {
 
   // Firing alerts mark their cells; polled so a new alert shows without a reload.
   const firing = useQuery({ queryKey: ["alerts", "firing"], queryFn: ({ signal }) => listAlerts({ state: "firing" }, signal), refetchInterval: 15_000 });
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+  const agents = useAgents();
   const marks = firing.data && agents.data ? firingCells(firing.data, agents.data, level) : undefined;
 
   return (

@@ -2,7 +2,7 @@ import { useQuery } from "@tanstack/react-query";
 import { listAlerts } from "../api/alerts";
 import { SeverityBadge } from "../components/alerts/AlertList";
 import { alertsOnPair } from "../lib/alertMarks";
-import { getPairDistribution, getPairLevelShifts, getPairLossReasons, listAgents, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
+import { getPairDistribution, getPairLevelShifts, getPairLossReasons, useAgents, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
 import type { SummaryVM } from "../api/models";
 import { follow } from "../components/common/Link";
 import { CdfChart } from "../components/pair/CdfChart";
@@ -106,7 +106,7 @@ export default function Pair() {
   // Agent names for the title whatever the entry path (a link may carry ids only); the
   // alert badges use the same list.
   const lossReasons = useQuery({ queryKey: [...pair, "loss-reasons"], queryFn: ({ signal }) => getPairLossReasons(q, signal), enabled: on, refetchInterval });
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000, enabled: on });
+  const agents = useAgents({ enabled: on });
   const nameOf = (id: string | null, label: string | null) => agents.data?.find((a) => a.id === id)?.name ?? label ?? id ?? "";
   const srcLabel = level === "node" ? nameOf(src, params.get("srcLabel")) : (params.get("srcLabel") ?? src ?? "");
   const dstLabel = level === "node" ? nameOf(dst, params.get("dstLabel")) : (params.get("dstLabel") ?? dst ?? "");

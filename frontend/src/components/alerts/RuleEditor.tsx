@@ -16,7 +16,7 @@ import {
   type Severity,
   type Unit,
 } from "../../api/alerts";
-import { listAgents } from "../../api/endpoints";
+import { useAgents } from "../../api/endpoints";
 import { fieldErrors } from "../../api/http";
 import type { AgentVM } from "../../api/models";
 import { Card } from "../common/State";
@@ -184,7 +184,7 @@ function EditorForm({ metrics, vocab, rule, onSaved, onCancel }: { metrics: Metr
   const uid = useId();
   const qc = useQueryClient();
   const [f, setF] = useState<RuleForm>(() => formFromRule(rule, metrics));
-  const agentsQ = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+  const agentsQ = useAgents();
   const channelsQ = useQuery({ queryKey: ["channels"], queryFn: ({ signal }) => listChannels(signal) });
   const metric = metrics.find((m) => m.id === f.metric) ?? metrics[0];
   const stat = metric?.statistics.find((s) => s.id === f.statistic) ?? metric?.statistics[0];
