@@ -3,7 +3,7 @@ import { useState, type FormEvent } from "react";
 import { agentsQuery, createEnrollmentToken, useAgents, listEnrollmentTokens, revokeEnrollmentToken, type EnrollmentToken } from "../api/endpoints";
 import type { AgentVM } from "../api/models";
 import { Async, Card } from "../components/common/State";
-import { formatAgo } from "../lib/format";
+import { formatAgo, formatInstant } from "../lib/format";
 import { AdminOnly } from "../components/common/AdminOnly";
 
 const STATUS_CLASS: Record<string, string> = { online: "ok", stale: "warn", never_seen: "bad" };
@@ -44,7 +44,7 @@ function AgentTable({ agents }: { agents: AgentVM[] }) {
               <td>
                 <span className={`badge ${STATUS_CLASS[a.status] ?? ""}`}>{a.status.replace("_", " ")}</span>
               </td>
-              <td title={a.last_seen_ms ? new Date(a.last_seen_ms).toISOString() : undefined}>{a.last_seen_ms ? formatAgo(a.last_seen_ms, now) : "never"}</td>
+              <td title={a.last_seen_ms ? formatInstant(a.last_seen_ms) : undefined}>{a.last_seen_ms ? formatAgo(a.last_seen_ms, now) : "never"}</td>
               <td>{a.version || "–"}</td>
               <td>{a.provider || "–"}</td>
               <td>{a.region || "–"}</td>
@@ -138,8 +138,8 @@ function TokenTable({ tokens, onRevoke }: { tokens: EnrollmentToken[]; onRevoke:
             <td>
               <code>{t.prefix}</code>
             </td>
-            <td>{t.created_at.slice(0, 16).replace("T", " ")}</td>
-            <td>{t.expires_at ? t.expires_at.slice(0, 16).replace("T", " ") : "never"}</td>
+            <td>{formatInstant(t.created_at, "minute")}</td>
+            <td>{t.expires_at ? formatInstant(t.expires_at, "minute") : "never"}</td>
             <td>{t.revoked_at ? <span className="badge bad">revoked</span> : <span className="badge ok">active</span>}</td>
             <td>
               {!t.revoked_at && (

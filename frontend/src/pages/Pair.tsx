@@ -11,7 +11,7 @@ import { LossReasons } from "../components/pair/LossReasons";
 import { Timeline } from "../components/pair/Timeline";
 import { Async, Card, Empty, Loading } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
-import { formatCount, formatPercent, formatRatio, formatUs } from "../lib/format";
+import { formatClock, formatCount, formatPercent, formatRatio, formatUs } from "../lib/format";
 import { linkTo, useParams } from "../lib/router";
 import { isWeak, supportNote } from "../lib/support";
 import { windowSecondsFor } from "../lib/timeRange";
@@ -153,7 +153,7 @@ export default function Pair() {
                 <a href={linkTo("/alerts", { alert: a.id })} onClick={follow}>
                   {a.ruleName}
                 </a>{" "}
-                <span className="muted">since {new Date(a.startedMs).toISOString().slice(11, 19)}Z</span>
+                <span className="muted">since {formatClock(a.startedMs)}</span>
               </li>
             ))}
           </ul>
@@ -209,7 +209,7 @@ export default function Pair() {
             {shifts.data.length - 1} level shift{shifts.data.length > 2 ? "s" : ""}:{" "}
             {shifts.data
               .slice(1)
-              .map((seg, i) => `${new Date(seg.startMs).toISOString().slice(11, 16)}Z ${formatUs(shifts.data![i]!.level_us)} → ${formatUs(seg.level_us)}`)
+              .map((seg, i) => `${formatClock(seg.startMs, "minute")} ${formatUs(shifts.data![i]!.level_us)} → ${formatUs(seg.level_us)}`)
               .join("; ")}
           </p>
         )}

@@ -9,6 +9,7 @@ import { SingleSignOn } from "../components/settings/SingleSignOn";
 import { StorageTargets } from "../components/settings/StorageTargets";
 import { Async, Card } from "../components/common/State";
 import { useIsAdmin } from "../lib/role";
+import { formatInstant } from "../lib/format";
 
 function ApiKeys() {
   const admin = useIsAdmin();
@@ -81,8 +82,8 @@ function ApiKeys() {
                   <td>
                     <code>{k.prefix}</code>
                   </td>
-                  <td>{k.created_at.slice(0, 16).replace("T", " ")}</td>
-                  <td>{k.last_used_at ? k.last_used_at.slice(0, 16).replace("T", " ") : "never"}</td>
+                  <td>{formatInstant(k.created_at, "minute")}</td>
+                  <td>{k.last_used_at ? formatInstant(k.last_used_at, "minute") : "never"}</td>
                   <td>{k.revoked_at ? <span className="badge bad">revoked</span> : <span className="badge ok">active</span>}</td>
                   <td>
                     {!k.revoked_at && admin && (
@@ -149,7 +150,7 @@ function Users() {
                 <tr key={u.id}>
                   <td>{u.email}</td>
                   <td>{u.role}</td>
-                  <td>{u.created_at.slice(0, 16).replace("T", " ")}</td>
+                  <td>{formatInstant(u.created_at, "minute")}</td>
                   <td>
                     {admin && (
                     <button

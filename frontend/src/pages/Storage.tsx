@@ -5,7 +5,7 @@ import { CdfChart } from "../components/pair/CdfChart";
 import { LinesChart } from "../components/common/LinesChart";
 import { Async, Card } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
-import { formatBitsPerS, formatNsPerBit, formatBytes, formatCount, formatPercent, formatUs } from "../lib/format";
+import { formatBitsPerS, formatBytes, formatCount, formatDay, formatNsPerBit, formatPercent, formatUs } from "../lib/format";
 import { useParams } from "../lib/router";
 import { pivot } from "../lib/shape";
 import { failureRates, sizeCurves, sizeTable, variantCompare } from "../lib/storage";
@@ -203,7 +203,7 @@ export default function Storage() {
           <Async state={daily} isEmpty={(d) => d.length === 0}>
             {(rows) => {
               const p = pivot(rows, (r) => Date.parse(r.day), (r) => r.provider, (r) => r.p50_us);
-              return <LinesChart rows={p.rows} series={p.series} dots xTime xFormat={(v) => new Date(v).toISOString().slice(5, 10)} yUnit="us" />;
+              return <LinesChart rows={p.rows} series={p.series} dots xTime xFormat={formatDay} yUnit="us" />;
             }}
           </Async>
         </Card>

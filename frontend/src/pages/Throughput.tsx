@@ -24,7 +24,7 @@ import { ExperimentTimeline } from "../components/throughput/ExperimentTimeline"
 import { PairMatrix } from "../components/throughput/PairMatrix";
 import { AsymmetryTable, AzPairsTable, DegradationsTable, ExperimentList } from "../components/throughput/Tables";
 import { useParams } from "../lib/router";
-import { formatInstant } from "../lib/throughput";
+import { formatInstant } from "../lib/format";
 
 // Experiments are spread over the day (seed 004 §III-B): a week shows every pair several times.
 const DEFAULT_RANGE = "7d";

@@ -23,7 +23,7 @@ import { Card } from "../common/State";
 import { MultiSelect } from "../common/MultiSelect";
 import { Field } from "../common/Field";
 import { BacktestChart } from "./BacktestChart";
-import { formatSpan } from "../../lib/format";
+import { formatInstant, formatSpan } from "../../lib/format";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";
 import { useIsAdmin } from "../../lib/role";
 import { keyAt, keyLabel } from "../../lib/alertMarks";
@@ -493,8 +493,8 @@ function EditorForm({ metrics, vocab, rule, onSaved, onCancel }: { metrics: Metr
                     {bt.firings.slice(0, 50).map((x, i) => (
                       <tr key={i}>
                         <td>{x.series}</td>
-                        <td>{new Date(x.startMs).toISOString().slice(0, 16).replace("T", " ")}Z</td>
-                        <td>{x.endMs ? `${new Date(x.endMs).toISOString().slice(0, 16).replace("T", " ")}Z` : "still firing"}</td>
+                        <td>{formatInstant(x.startMs, "minute")}</td>
+                        <td>{x.endMs ? formatInstant(x.endMs, "minute") : "still firing"}</td>
                         <td>{formatValue(unit, x.peak)}</td>
                       </tr>
                     ))}
