@@ -8,6 +8,7 @@ import type {
   AgentVM,
   BoxVM,
   CdfPoint,
+  CdfSeries,
   DailyMedian,
   HeatStat,
   HeatmapVM,
@@ -21,7 +22,6 @@ import type {
   TimelinePoint,
   XYRow,
 } from "./models";
-import type { CdfSeries } from "../components/pair/CdfChart";
 import { formatBytes } from "../lib/format";
 import { niceStep } from "../lib/shape";
 
