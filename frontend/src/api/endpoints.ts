@@ -1,11 +1,14 @@
 // Every call the pages make, over the generated client; maps API types onto view models.
+import { queryOptions, useQuery } from "@tanstack/react-query";
 import { api, unwrap } from "./http";
+import { queryClient } from "./queryClient";
 import { keyAt, keyLabel } from "../lib/alertMarks";
 import type { components } from "./schema";
 import type {
   AgentVM,
   BoxVM,
   CdfPoint,
+  CdfSeries,
   DailyMedian,
   HeatStat,
   HeatmapVM,
@@ -19,7 +22,6 @@ import type {
   TimelinePoint,
   XYRow,
 } from "./models";
-import type { CdfSeries } from "../components/pair/CdfChart";
 import { formatBytes } from "../lib/format";
 import { niceStep } from "../lib/shape";
 
@@ -117,17 +119,17 @@ const iso = (ms: number) => new Date(ms).toISOString();
 const list = (xs: readonly (string | number)[] | null | undefined): string[] | undefined => (xs && xs.length ? [xs.join(",")] : undefined);
 const range = (q: RangeQuery) => ({ start: iso(q.fromMs), end: iso(q.toMs) });
 
-// The fleet, to turn heatmap keys (names, zones, regions) into agent ids; cached briefly.
-let fleetCache: { at: number; agents: Promise<AgentVM[]> } | null = null;
+// The fleet under one key: the agent list changes rarely, so half a minute of staleness is fine.
+export const agentsQuery = queryOptions({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+
+/** The agent list for a component; `refetchInterval` for pages that watch the fleet. */
+export function useAgents(opts: { enabled?: boolean; refetchInterval?: number } = {}) {
+  return useQuery({ ...agentsQuery, ...opts });
+}
+
+/** The agent list for API helpers (to turn heatmap keys into agent ids), from the same cache. */
 export function fleet(): Promise<AgentVM[]> {
-  if (!fleetCache || Date.now() - fleetCache.at > 30_000) {
-    const agents = listAgents();
-    fleetCache = { at: Date.now(), agents };
-    agents.catch(() => {
-      fleetCache = null;
-    });
-  }
-  return fleetCache.agents;
+  return queryClient.fetchQuery(agentsQuery);
 }
 
 /** Agent ids behind a heatmap key at a level (the API keys nodes by name). */

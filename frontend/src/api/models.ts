@@ -72,6 +72,12 @@ export interface CdfPoint {
   p: number;
 }
 
+/** One named curve of a CDF chart. */
+export interface CdfSeries {
+  name: string;
+  points: CdfPoint[];
+}
+
 export interface BoxVM {
   group: string;
   p5: number;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatAgo, formatBitsPerS, formatBytes, formatCount, formatPercent, formatSpan, formatUs, timeAxis, usAxis } from "./format";
+import { formatAgo, formatBitsPerS, formatBytes, formatClock, formatCount, formatDay, formatInstant, formatPercent, formatSpan, formatUs, timeAxis, usAxis } from "./format";
 
 describe("formatUs", () => {
   it("keeps microseconds below a millisecond", () => {
@@ -84,5 +84,19 @@ describe("timeAxis", () => {
     const labels = a.ticks.map(a.format);
     expect(new Set(labels).size).toBe(labels.length);
     expect(labels).toContain("11-28 00:00");
+  });
+});
+
+describe("instants", () => {
+  const t = Date.parse("2026-11-23T22:01:40.600Z");
+  it("are written in UTC with a Z, from an instant or the API's ISO strings with any offset", () => {
+    expect(formatInstant(t)).toBe("2026-11-23 22:01:40Z");
+    expect(formatInstant(t, "minute")).toBe("2026-11-23 22:01Z");
+    expect(formatInstant("2026-11-24T00:30:00+02:00", "minute")).toBe("2026-11-23 22:30Z");
+  });
+  it("give a time of day to the nearest second, or truncated to the minute, and a UTC day", () => {
+    expect(formatClock(t)).toBe("22:01:41Z");
+    expect(formatClock(t, "minute")).toBe("22:01Z");
+    expect(formatDay(Date.parse("2026-11-23T23:59:59Z"))).toBe("11-23");
   });
 });

@@ -143,6 +143,25 @@ export function formatTime(ms: number, spanMs = 0): string {
   return iso.slice(11, 16);
 }
 
+// Instants are shown in UTC, marked with a Z, everywhere in the UI.
+
+/** An instant (ms or ISO string) as "2026-11-23 22:01:40Z", or to the minute "2026-11-23 22:01Z". */
+export function formatInstant(t: number | string, to: "second" | "minute" = "second"): string {
+  const iso = new Date(t).toISOString();
+  return `${iso.slice(0, to === "second" ? 19 : 16).replace("T", " ")}Z`;
+}
+
+/** A time of day, "22:01:40Z" to the nearest second (a switch is located to a fraction of one), or "22:01Z". */
+export function formatClock(t: number, to: "second" | "minute" = "second"): string {
+  const iso = new Date(to === "second" ? Math.round(t / 1000) * 1000 : t).toISOString();
+  return `${iso.slice(11, to === "second" ? 19 : 16)}Z`;
+}
+
+/** A UTC day as "11-23" (daily medians). */
+export function formatDay(t: number): string {
+  return new Date(t).toISOString().slice(5, 10);
+}
+
 /** A span as people say it: "45 min", "2.5 h", "1 day", "7 days". */
 export function formatSpan(ms: number): string {
   const min = ms / 60_000;

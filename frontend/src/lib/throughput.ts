@@ -35,15 +35,6 @@ export function formatUsd(x: number | null | undefined): string {
   return `$${x.toFixed(Math.abs(x) >= 100 ? 0 : 2)}`;
 }
 
-/** An instant as "2026-11-23 22:01:40Z". */
-export function formatInstant(t: number): string {
-  return `${new Date(t).toISOString().slice(0, 19).replace("T", " ")}Z`;
-}
-
-/** A time of day to the nearest second, "22:01:40Z" (a switch is located to a fraction of one). */
-export function formatClock(t: number): string {
-  return `${new Date(Math.round(t / 1000) * 1000).toISOString().slice(11, 19)}Z`;
-}
 
 export interface PairGrid {
   regions: string[];

@@ -1,7 +1,7 @@
 import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { advisePlacement, getPlacement, type PlacementOut } from "../api/advisors";
-import { listAgents } from "../api/endpoints";
+import { useAgents } from "../api/endpoints";
 import { CheckList, DecidePage, NumberField, RunState } from "../components/decide/Layout";
 import { Missing, Verdict, num } from "../components/decide/Terms";
 import { Card, Loading } from "../components/common/State";
@@ -101,7 +101,7 @@ function Matrix({ out, regions }: { out: PlacementOut; regions: string[] }) {
 }
 
 export default function DecidePlacement() {
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal) });
+  const agents = useAgents();
   const allRegions = [...new Set((agents.data ?? []).map((a) => a.region).filter((r): r is string => Boolean(r)))].sort();
   const [picked, setPicked] = useState<string[] | null>(null);
   const regions = picked ?? allRegions;

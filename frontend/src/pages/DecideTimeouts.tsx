@@ -1,7 +1,7 @@
-import { useMutation, useQuery } from "@tanstack/react-query";
+import { useMutation } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { adviseTimeout, type TimeoutIn, type TimeoutOut } from "../api/advisors";
-import { listAgents } from "../api/endpoints";
+import { useAgents } from "../api/endpoints";
 import { topologyLabel, useVocabularies } from "../api/vocabularies";
 import { AgentSelect, CheckList, DecidePage, NumberField, RunState } from "../components/decide/Layout";
 import { Missing, TermsTable, Verdict, num } from "../components/decide/Terms";
@@ -94,7 +94,7 @@ function ByHour({ out }: { out: TimeoutOut }) {
 }
 
 export default function DecideTimeouts() {
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal) });
+  const agents = useAgents();
   const list = agents.data ?? [];
   const [scope, setScope] = useState<Scope>("topology_class");
   const [src, setSrc] = useState("");

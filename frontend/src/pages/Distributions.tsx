@@ -1,3 +1,4 @@
+import { useQuery } from "@tanstack/react-query";
 import { getBoxes, getPairLines } from "../api/endpoints";
 import { BoxPlot } from "../components/distributions/BoxPlot";
 import { LinesChart } from "../components/common/LinesChart";
@@ -8,7 +9,6 @@ import { useParams } from "../lib/router";
 import { pivot } from "../lib/shape";
 import { TOPOLOGY_LABELS, topologyLabel, useVocabularies } from "../api/vocabularies";
 import { windowSecondsFor } from "../lib/timeRange";
-import { useAsync } from "../lib/useAsync";
 
 export default function Distributions() {
   const [params, set] = useParams();
@@ -19,9 +19,22 @@ export default function Distributions() {
   // Nearest first, as the API lists them (seed 003 Fig. 3).
   const classes = useVocabularies().data?.topology_classes;
 
-  const byClass = useAsync((s) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "topology_class" }, s), range.key, range.refresh);
-  const byPayload = useAsync((s) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "payload_bytes", topologyClass: topo }, s), `${range.key}|${topo}`, range.refresh);
-  const lines = useAsync((s) => getPairLines({ fromMs: range.fromMs, toMs: range.toMs, topologyClass: topo, windowS }, s), `${range.key}|${topo}|${windowS}`, range.refresh);
+  const refetchInterval = range.refresh || false;
+  const byClass = useQuery({
+    queryKey: ["mesh", "boxes", range.key, "topology_class"],
+    queryFn: ({ signal }) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "topology_class" }, signal),
+    refetchInterval,
+  });
+  const byPayload = useQuery({
+    queryKey: ["mesh", "boxes", range.key, "payload_bytes", topo],
+    queryFn: ({ signal }) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "payload_bytes", topologyClass: topo }, signal),
+    refetchInterval,
+  });
+  const lines = useQuery({
+    queryKey: ["mesh", "pair-lines", range.key, topo, windowS],
+    queryFn: ({ signal }) => getPairLines({ fromMs: range.fromMs, toMs: range.toMs, topologyClass: topo, windowS }, signal),
+    refetchInterval,
+  });
   const span = range.toMs - range.fromMs;
 
   return (

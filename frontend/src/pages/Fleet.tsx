@@ -1,9 +1,9 @@
+import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { createEnrollmentToken, listAgents, listEnrollmentTokens, revokeEnrollmentToken, type EnrollmentToken } from "../api/endpoints";
+import { agentsQuery, createEnrollmentToken, useAgents, listEnrollmentTokens, revokeEnrollmentToken, type EnrollmentToken } from "../api/endpoints";
 import type { AgentVM } from "../api/models";
 import { Async, Card } from "../components/common/State";
-import { formatAgo } from "../lib/format";
-import { useAsync } from "../lib/useAsync";
+import { formatAgo, formatInstant } from "../lib/format";
 import { AdminOnly } from "../components/common/AdminOnly";
 
 const STATUS_CLASS: Record<string, string> = { online: "ok", stale: "warn", never_seen: "bad" };
@@ -44,7 +44,7 @@ function AgentTable({ agents }: { agents: AgentVM[] }) {
               <td>
                 <span className={`badge ${STATUS_CLASS[a.status] ?? ""}`}>{a.status.replace("_", " ")}</span>
               </td>
-              <td title={a.last_seen_ms ? new Date(a.last_seen_ms).toISOString() : undefined}>{a.last_seen_ms ? formatAgo(a.last_seen_ms, now) : "never"}</td>
+              <td title={a.last_seen_ms ? formatInstant(a.last_seen_ms) : undefined}>{a.last_seen_ms ? formatAgo(a.last_seen_ms, now) : "never"}</td>
               <td>{a.version || "–"}</td>
               <td>{a.provider || "–"}</td>
               <td>{a.region || "–"}</td>
@@ -65,7 +65,9 @@ function AddAgent({ onChange }: { onChange: () => void }) {
   const [name, setName] = useState("");
   const [created, setCreated] = useState<{ token: string; name: string }>();
   const [error, setError] = useState<string>();
-  const tokens = useAsync((s) => listEnrollmentTokens(s), "tokens");
+  const qc = useQueryClient();
+  const tokens = useQuery({ queryKey: ["enrollment-tokens"], queryFn: ({ signal }) => listEnrollmentTokens(signal) });
+  const refetchTokens = () => void qc.invalidateQueries({ queryKey: ["enrollment-tokens"] });
 
   async function submit(e: FormEvent) {
     e.preventDefault();
@@ -74,7 +76,7 @@ function AddAgent({ onChange }: { onChange: () => void }) {
       const t = await createEnrollmentToken(name || "enrollment");
       setCreated({ token: t.token, name: t.name });
       setName("");
-      tokens.reload();
+      refetchTokens();
       onChange();
     } catch (err) {
       setError(err instanceof Error ? err.message : String(err));
@@ -110,7 +112,7 @@ function AddAgent({ onChange }: { onChange: () => void }) {
       )}
       <h3 style={{ fontSize: 14 }}>Enrollment tokens</h3>
       <Async state={tokens} isEmpty={(d) => d.length === 0} empty="No enrollment tokens yet.">
-        {(list) => <TokenTable tokens={list} onRevoke={async (id) => { await revokeEnrollmentToken(id); tokens.reload(); }} />}
+        {(list) => <TokenTable tokens={list} onRevoke={async (id) => { await revokeEnrollmentToken(id); refetchTokens(); }} />}
       </Async>
     </Card>
   );
@@ -136,8 +138,8 @@ function TokenTable({ tokens, onRevoke }: { tokens: EnrollmentToken[]; onRevoke:
             <td>
               <code>{t.prefix}</code>
             </td>
-            <td>{t.created_at.slice(0, 16).replace("T", " ")}</td>
-            <td>{t.expires_at ? t.expires_at.slice(0, 16).replace("T", " ") : "never"}</td>
+            <td>{formatInstant(t.created_at, "minute")}</td>
+            <td>{t.expires_at ? formatInstant(t.expires_at, "minute") : "never"}</td>
             <td>{t.revoked_at ? <span className="badge bad">revoked</span> : <span className="badge ok">active</span>}</td>
             <td>
               {!t.revoked_at && (
@@ -154,7 +156,8 @@ function TokenTable({ tokens, onRevoke }: { tokens: EnrollmentToken[]; onRevoke:
 }
 
 export default function Fleet() {
-  const agents = useAsync((s) => listAgents(s), "agents", 30_000);
+  const qc = useQueryClient();
+  const agents = useAgents({ refetchInterval: 30_000 });
   const counts = (agents.data ?? []).reduce<Record<string, number>>((m, a) => ({ ...m, [a.status]: (m[a.status] ?? 0) + 1 }), {});
   return (
     <>
@@ -170,7 +173,7 @@ export default function Fleet() {
         </Async>
       </Card>
       <AdminOnly what="Adding agents (enrollment tokens)">
-        <AddAgent onChange={agents.reload} />
+        <AddAgent onChange={() => void qc.invalidateQueries({ queryKey: agentsQuery.queryKey })} />
       </AdminOnly>
     </>
   );

@@ -1,6 +1,6 @@
 import { useQuery } from "@tanstack/react-query";
 import { listAlerts } from "../api/alerts";
-import { getHeatmap, listAgents } from "../api/endpoints";
+import { getHeatmap, useAgents } from "../api/endpoints";
 import type { HeatStat, Level } from "../api/models";
 import { Heatmap } from "../components/heatmap/Heatmap";
 import { OverviewPanels } from "../components/overview/Panels";
@@ -9,7 +9,6 @@ import { follow } from "../components/common/Link";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
 import { STAT_HELP, STAT_LABELS } from "../lib/heatmap";
 import { linkTo, navigate, useParams } from "../lib/router";
-import { useAsync } from "../lib/useAsync";
 import { firingCells } from "../lib/alertMarks";
 
 const LEVELS: Level[] = ["region", "zone", "node"];
@@ -24,11 +23,15 @@ export default function Overview() {
   const level = asLevel(params.get("level"));
   const stat: HeatStat = (STATS as string[]).includes(params.get("stat") ?? "") ? (params.get("stat") as HeatStat) : "p50";
   const range = useRange();
-  const state = useAsync((signal) => getHeatmap({ fromMs: range.fromMs, toMs: range.toMs, level, stat }, signal), `${range.key}|${level}|${stat}`, range.refresh);
+  const state = useQuery({
+    queryKey: ["mesh", "heatmap", range.key, level, stat],
+    queryFn: ({ signal }) => getHeatmap({ fromMs: range.fromMs, toMs: range.toMs, level, stat }, signal),
+    refetchInterval: range.refresh || false,
+  });
 
   // Firing alerts mark their cells; polled so a new alert shows without a reload.
   const firing = useQuery({ queryKey: ["alerts", "firing"], queryFn: ({ signal }) => listAlerts({ state: "firing" }, signal), refetchInterval: 15_000 });
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+  const agents = useAgents();
   const marks = firing.data && agents.data ? firingCells(firing.data, agents.data, level) : undefined;
 
   return (

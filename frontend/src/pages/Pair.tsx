@@ -2,7 +2,7 @@ import { useQuery } from "@tanstack/react-query";
 import { listAlerts } from "../api/alerts";
 import { SeverityBadge } from "../components/alerts/AlertList";
 import { alertsOnPair } from "../lib/alertMarks";
-import { getPairDistribution, getPairLevelShifts, getPairLossReasons, listAgents, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
+import { getPairDistribution, getPairLevelShifts, getPairLossReasons, useAgents, pairCsvUrl, getPairSummary, getPairTimeline, getQuorum, type PairQuery } from "../api/endpoints";
 import type { SummaryVM } from "../api/models";
 import { follow } from "../components/common/Link";
 import { CdfChart } from "../components/pair/CdfChart";
@@ -11,11 +11,10 @@ import { LossReasons } from "../components/pair/LossReasons";
 import { Timeline } from "../components/pair/Timeline";
 import { Async, Card, Empty, Loading } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
-import { formatCount, formatPercent, formatRatio, formatUs } from "../lib/format";
+import { formatClock, formatCount, formatPercent, formatRatio, formatUs } from "../lib/format";
 import { linkTo, useParams } from "../lib/router";
 import { isWeak, supportNote } from "../lib/support";
 import { windowSecondsFor } from "../lib/timeRange";
-import { useAsync } from "../lib/useAsync";
 import { asLevel } from "./Overview";
 
 const BUCKETS_US = [10, 50, 100, 500, 1000, 5000];
@@ -94,19 +93,20 @@ export default function Pair() {
   const range = useRange();
   const windowS = windowSecondsFor(range.toMs - range.fromMs);
   const q: PairQuery = { fromMs: range.fromMs, toMs: range.toMs, level, src: src ?? "", dst: dst ?? "" };
-  const key = `${range.key}|${level}|${src}|${dst}`;
   const on = Boolean(src && dst);
+  const pair = ["pair", range.key, level, src, dst] as const;
+  const refetchInterval = range.refresh || false;
 
-  const summary = useAsync((s) => (on ? getPairSummary(q, s) : Promise.resolve(null)), key, range.refresh);
-  const timeline = useAsync((s) => (on ? getPairTimeline(q, windowS, s) : Promise.resolve([])), `${key}|${windowS}`, range.refresh);
-  const shifts = useAsync((s) => (on ? getPairLevelShifts(q, windowS, s) : Promise.resolve([])), `${key}|${windowS}`, range.refresh);
-  const dist = useAsync((s) => (on ? getPairDistribution(q, bucketUs || null, s) : Promise.resolve(null)), `${key}|${bucketUs}`, range.refresh);
-  const csv = useAsync(() => (on ? pairCsvUrl(q, windowS) : Promise.resolve("")), `${key}|${windowS}`);
-  const quorum = useAsync((s) => (on && level === "node" ? getQuorum(q, s) : Promise.resolve([])), key, range.refresh);
+  const summary = useQuery({ queryKey: [...pair, "summary"], queryFn: ({ signal }) => getPairSummary(q, signal), enabled: on, refetchInterval });
+  const timeline = useQuery({ queryKey: [...pair, "timeline", windowS], queryFn: ({ signal }) => getPairTimeline(q, windowS, signal), enabled: on, refetchInterval });
+  const shifts = useQuery({ queryKey: [...pair, "level-shifts", windowS], queryFn: ({ signal }) => getPairLevelShifts(q, windowS, signal), enabled: on, refetchInterval });
+  const dist = useQuery({ queryKey: [...pair, "distribution", bucketUs], queryFn: ({ signal }) => getPairDistribution(q, bucketUs || null, signal), enabled: on, refetchInterval });
+  const csv = useQuery({ queryKey: [...pair, "csv-url", windowS], queryFn: () => pairCsvUrl(q, windowS), enabled: on });
+  const quorum = useQuery({ queryKey: [...pair, "quorum"], queryFn: ({ signal }) => getQuorum(q, signal), enabled: on && level === "node", refetchInterval });
   // Agent names for the title whatever the entry path (a link may carry ids only); the
   // alert badges use the same list.
-  const lossReasons = useQuery({ queryKey: ["pair", "loss-reasons", key], queryFn: ({ signal }) => getPairLossReasons(q, signal), enabled: on, refetchInterval: range.refresh || false });
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000, enabled: on });
+  const lossReasons = useQuery({ queryKey: [...pair, "loss-reasons"], queryFn: ({ signal }) => getPairLossReasons(q, signal), enabled: on, refetchInterval });
+  const agents = useAgents({ enabled: on });
   const nameOf = (id: string | null, label: string | null) => agents.data?.find((a) => a.id === id)?.name ?? label ?? id ?? "";
   const srcLabel = level === "node" ? nameOf(src, params.get("srcLabel")) : (params.get("srcLabel") ?? src ?? "");
   const dstLabel = level === "node" ? nameOf(dst, params.get("dstLabel")) : (params.get("dstLabel") ?? dst ?? "");
@@ -116,7 +116,7 @@ export default function Pair() {
   const body: [number, number] | null = p1 !== null && p999 !== null ? [p1, p999] : null;
   // The default y-range fits the body, which comes with the summary: the timeline waits for it
   // (or its failure) instead of drawing at full range first and then jumping to the fit.
-  const bodySettled = fullRange || summary.data !== undefined || summary.error !== undefined;
+  const bodySettled = fullRange || summary.data !== undefined || summary.error !== null;
 
   const firing = useQuery({ queryKey: ["alerts", "firing"], queryFn: ({ signal }) => listAlerts({ state: "firing" }, signal), refetchInterval: 15_000, enabled: on });
   const here = firing.data && agents.data ? alertsOnPair(firing.data, agents.data, level, src ?? "", dst ?? "") : [];
@@ -153,7 +153,7 @@ export default function Pair() {
                 <a href={linkTo("/alerts", { alert: a.id })} onClick={follow}>
                   {a.ruleName}
                 </a>{" "}
-                <span className="muted">since {new Date(a.startedMs).toISOString().slice(11, 19)}Z</span>
+                <span className="muted">since {formatClock(a.startedMs)}</span>
               </li>
             ))}
           </ul>
@@ -209,7 +209,7 @@ export default function Pair() {
             {shifts.data.length - 1} level shift{shifts.data.length > 2 ? "s" : ""}:{" "}
             {shifts.data
               .slice(1)
-              .map((seg, i) => `${new Date(seg.startMs).toISOString().slice(11, 16)}Z ${formatUs(shifts.data![i]!.level_us)} → ${formatUs(seg.level_us)}`)
+              .map((seg, i) => `${formatClock(seg.startMs, "minute")} ${formatUs(shifts.data![i]!.level_us)} → ${formatUs(seg.level_us)}`)
               .join("; ")}
           </p>
         )}

@@ -1,3 +1,4 @@
+import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/endpoints";
 import { AdminOnly } from "../components/common/AdminOnly";
@@ -8,11 +9,13 @@ import { SingleSignOn } from "../components/settings/SingleSignOn";
 import { StorageTargets } from "../components/settings/StorageTargets";
 import { Async, Card } from "../components/common/State";
 import { useIsAdmin } from "../lib/role";
-import { useAsync } from "../lib/useAsync";
+import { formatInstant } from "../lib/format";
 
 function ApiKeys() {
   const admin = useIsAdmin();
-  const keys = useAsync((s) => listApiKeys(s), "keys");
+  const qc = useQueryClient();
+  const keys = useQuery({ queryKey: ["api-keys"], queryFn: ({ signal }) => listApiKeys(signal) });
+  const refetchKeys = () => void qc.invalidateQueries({ queryKey: ["api-keys"] });
   const [name, setName] = useState("");
   const [shown, setShown] = useState<{ name: string; key: string }>();
   const [error, setError] = useState<string>();
@@ -24,7 +27,7 @@ function ApiKeys() {
       const k = await createApiKey(name);
       setShown({ name: k.name, key: k.key });
       setName("");
-      keys.reload();
+      refetchKeys();
     } catch (err) {
       setError(err instanceof Error ? err.message : String(err));
     }
@@ -79,8 +82,8 @@ function ApiKeys() {
                   <td>
                     <code>{k.prefix}</code>
                   </td>
-                  <td>{k.created_at.slice(0, 16).replace("T", " ")}</td>
-                  <td>{k.last_used_at ? k.last_used_at.slice(0, 16).replace("T", " ") : "never"}</td>
+                  <td>{formatInstant(k.created_at, "minute")}</td>
+                  <td>{k.last_used_at ? formatInstant(k.last_used_at, "minute") : "never"}</td>
                   <td>{k.revoked_at ? <span className="badge bad">revoked</span> : <span className="badge ok">active</span>}</td>
                   <td>
                     {!k.revoked_at && admin && (
@@ -89,7 +92,7 @@ function ApiKeys() {
                         className="danger"
                         aria-label={`Revoke API key ${k.name}`}
                         onClick={() => {
-                          if (window.confirm(`Revoke the key "${k.name}"? Clients using it stop working.`)) void revokeApiKey(k.id).then(keys.reload);
+                          if (window.confirm(`Revoke the key "${k.name}"? Clients using it stop working.`)) void revokeApiKey(k.id).then(refetchKeys);
                         }}
                       >
                         Revoke
@@ -108,7 +111,9 @@ function ApiKeys() {
 
 function Users() {
   const admin = useIsAdmin();
-  const users = useAsync((s) => listUsers(s), "users");
+  const qc = useQueryClient();
+  const users = useQuery({ queryKey: ["users"], queryFn: ({ signal }) => listUsers(signal) });
+  const refetchUsers = () => void qc.invalidateQueries({ queryKey: ["users"] });
   const [email, setEmail] = useState("");
   const [password, setPassword] = useState("");
   const [role, setRole] = useState("viewer");
@@ -121,7 +126,7 @@ function Users() {
       await createUser(email, password, role);
       setEmail("");
       setPassword("");
-      users.reload();
+      refetchUsers();
     } catch (err) {
       setError(err instanceof Error ? err.message : String(err));
     }
@@ -145,7 +150,7 @@ function Users() {
                 <tr key={u.id}>
                   <td>{u.email}</td>
                   <td>{u.role}</td>
-                  <td>{u.created_at.slice(0, 16).replace("T", " ")}</td>
+                  <td>{formatInstant(u.created_at, "minute")}</td>
                   <td>
                     {admin && (
                     <button
@@ -155,7 +160,7 @@ function Users() {
                       onClick={() => {
                         if (window.confirm(`Remove ${u.email}?`))
                           void deleteUser(u.id)
-                            .then(users.reload)
+                            .then(refetchUsers)
                             .catch((e: Error) => setError(e.message));
                       }}
                     >

@@ -1,14 +1,14 @@
+import { useQuery } from "@tanstack/react-query";
 import { getConcurrency, getConsistency, getDailyMedians, getReplication, getStorageCdf, getStorageComparison } from "../api/endpoints";
 import type { StorageRow } from "../api/models";
 import { CdfChart } from "../components/pair/CdfChart";
 import { LinesChart } from "../components/common/LinesChart";
 import { Async, Card } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
-import { formatBitsPerS, formatNsPerBit, formatBytes, formatCount, formatPercent, formatUs } from "../lib/format";
+import { formatBitsPerS, formatBytes, formatCount, formatDay, formatNsPerBit, formatPercent, formatUs } from "../lib/format";
 import { useParams } from "../lib/router";
 import { pivot } from "../lib/shape";
 import { failureRates, sizeCurves, sizeTable, variantCompare } from "../lib/storage";
-import { useAsync } from "../lib/useAsync";
 
 function ComparisonTable({ rows, op, adjusted }: { rows: StorageRow[]; op: string; adjusted: boolean }) {
   const t = sizeTable(rows, op, "plain", adjusted);
@@ -47,14 +47,25 @@ export default function Storage() {
   const size = Number(params.get("size") ?? "") || 0;
   const q = { fromMs: range.fromMs, toMs: range.toMs };
 
-  const comp = useAsync((s) => getStorageComparison(q, s), range.key, range.refresh);
+  const refetchInterval = range.refresh || false;
+  const comp = useQuery({ queryKey: ["storage", "comparison", range.key], queryFn: ({ signal }) => getStorageComparison(q, signal), refetchInterval });
   const sizes = [...new Set((comp.data ?? []).map((r) => r.size_bytes))].sort((a, b) => a - b);
   const cdfSize = size || sizes[0] || 0;
-  const cdf = useAsync((s) => (cdfSize ? getStorageCdf({ ...q, op, sizeBytes: cdfSize, adjusted }, s) : Promise.resolve([])), `${range.key}|${op}|${cdfSize}|${adjusted}`, range.refresh);
-  const daily = useAsync((s) => (cdfSize ? getDailyMedians({ ...q, op, sizeBytes: cdfSize, adjusted }, s) : Promise.resolve([])), `${range.key}|${op}|${cdfSize}|${adjusted}`, range.refresh);
-  const repl = useAsync((s) => getReplication(q, s), range.key, range.refresh);
-  const cons = useAsync((s) => getConsistency(q, s), range.key, range.refresh);
-  const conc = useAsync((s) => getConcurrency(q, s), range.key, range.refresh);
+  const sized = { ...q, op, sizeBytes: cdfSize, adjusted };
+  // Without a size (no samples yet) there is nothing to ask: an empty answer, as before.
+  const cdf = useQuery({
+    queryKey: ["storage", "cdf", range.key, op, cdfSize, adjusted],
+    queryFn: ({ signal }) => (cdfSize ? getStorageCdf(sized, signal) : Promise.resolve([])),
+    refetchInterval,
+  });
+  const daily = useQuery({
+    queryKey: ["storage", "daily-medians", range.key, op, cdfSize, adjusted],
+    queryFn: ({ signal }) => (cdfSize ? getDailyMedians(sized, signal) : Promise.resolve([])),
+    refetchInterval,
+  });
+  const repl = useQuery({ queryKey: ["storage", "replication", range.key], queryFn: ({ signal }) => getReplication(q, signal), refetchInterval });
+  const cons = useQuery({ queryKey: ["storage", "consistency", range.key], queryFn: ({ signal }) => getConsistency(q, signal), refetchInterval });
+  const conc = useQuery({ queryKey: ["storage", "concurrency", range.key], queryFn: ({ signal }) => getConcurrency(q, signal), refetchInterval });
 
   return (
     <>
@@ -192,7 +203,7 @@ export default function Storage() {
           <Async state={daily} isEmpty={(d) => d.length === 0}>
             {(rows) => {
               const p = pivot(rows, (r) => Date.parse(r.day), (r) => r.provider, (r) => r.p50_us);
-              return <LinesChart rows={p.rows} series={p.series} dots xTime xFormat={(v) => new Date(v).toISOString().slice(5, 10)} yUnit="us" />;
+              return <LinesChart rows={p.rows} series={p.series} dots xTime xFormat={formatDay} yUnit="us" />;
             }}
           </Async>
         </Card>

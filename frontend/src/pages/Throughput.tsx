@@ -1,6 +1,6 @@
 import { useQuery } from "@tanstack/react-query";
 import { useEffect } from "react";
-import { listAgents } from "../api/endpoints";
+import { useAgents } from "../api/endpoints";
 import {
   PROTOS,
   getAzPairs,
@@ -24,7 +24,7 @@ import { ExperimentTimeline } from "../components/throughput/ExperimentTimeline"
 import { PairMatrix } from "../components/throughput/PairMatrix";
 import { AsymmetryTable, AzPairsTable, DegradationsTable, ExperimentList } from "../components/throughput/Tables";
 import { useParams } from "../lib/router";
-import { formatInstant } from "../lib/throughput";
+import { formatInstant } from "../lib/format";
 
 // Experiments are spread over the day (seed 004 §III-B): a week shows every pair several times.
 const DEFAULT_RANGE = "7d";
@@ -72,7 +72,7 @@ export default function Throughput() {
 
   const role = useRole();
   const admin = role === "admin";
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+  const agents = useAgents();
   const pairs = useQuery({ queryKey: ["tput-pairs", range.key], queryFn: ({ signal }) => getPairs(win(), signal), refetchInterval: poll });
   // A range ending now also lists what is planned for the next day, so a run just scheduled shows.
   const ahead = range.range === "custom" ? 0 : 86_400_000;

@@ -12,6 +12,7 @@ export interface Seen {
   body: unknown;
 }
 
+/** An answer, or a promise of one (a test holds a request open until it resolves). */
 export type Handler = (req: Seen) => { status?: number; body?: unknown } | unknown;
 
 export interface ApiServer {
@@ -37,7 +38,7 @@ export async function startApiServer(): Promise<ApiServer> {
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
+    req.on("end", async () => {
       const u = new URL(req.url ?? "/", "http://x");
       const raw = Buffer.concat(chunks).toString("utf8");
       const s: Seen = { method: req.method ?? "GET", path: u.pathname, query: u.searchParams, body: raw ? JSON.parse(raw) : undefined };
@@ -49,7 +50,7 @@ export async function startApiServer(): Promise<ApiServer> {
         res.end(JSON.stringify({ detail: `no route ${s.method} ${s.path}` }));
         return;
       }
-      const out = r[2](s);
+      const out: unknown = await r[2](s);
       const shaped = out && typeof out === "object" && ("status" in out || "body" in out) ? (out as { status?: number; body?: unknown }) : { body: out };
       const status = shaped.status ?? 200;
       if (status === 204) {

@@ -1,12 +1,16 @@
-// Renders a page as the app does: a fresh query client (no retries, so an error shows at once)
-// and the theme. Import it only after setOrigin, like the page under test.
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
+// Renders a page as the app does: the app's query client, emptied (and without retries, so an
+// error shows at once), and the theme. Import it only after setOrigin, like the page under test.
+import { QueryClientProvider } from "@tanstack/react-query";
 import { render } from "@testing-library/react";
 import type { ComponentType } from "react";
+import { queryClient } from "../api/queryClient";
 import { ThemeProvider } from "../lib/theme";
 
 export function renderPage(Page: ComponentType): void {
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
+  // One cache, as in the app: API helpers read the fleet from it too.
+  queryClient.clear();
+  queryClient.setDefaultOptions({ queries: { retry: false } });
+  const qc = queryClient;
   render(
     <QueryClientProvider client={qc}>
       <ThemeProvider>

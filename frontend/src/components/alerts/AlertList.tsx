@@ -4,8 +4,9 @@ import { getAlert, type AlertVM } from "../../api/alerts";
 import { withCustomRange } from "../../lib/alertMarks";
 import { follow } from "../common/Link";
 import { formatValue } from "./units";
+import { formatInstant } from "../../lib/format";
 
-const when = (ms: number | null) => (ms ? `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")}Z` : "–");
+const when = (ms: number | null) => (ms ? formatInstant(ms) : "–");
 
 export function SeverityBadge({ severity }: { severity: string }) {
   return <span className={`badge ${severity === "critical" ? "bad" : severity === "warning" ? "warn" : ""}`}>{severity}</span>;

@@ -1,6 +1,6 @@
 import { CartesianGrid, ComposedChart, Legend, Line, ReferenceArea, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { BacktestSeries, Firing, Unit } from "../../api/alerts";
-import { formatTime, maxOf, usAxis } from "../../lib/format";
+import { formatInstant, formatTime, maxOf, usAxis } from "../../lib/format";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
 import { formatValue } from "./units";
@@ -51,7 +51,7 @@ export function BacktestChart({ series, firings, unit, fromMs, toMs }: { series:
               if (!row) return null;
               return (
                 <TipBox
-                  title={new Date(row.t).toISOString().replace("T", " ").slice(0, 19) + "Z"}
+                  title={formatInstant(row.t)}
                   rows={[
                     ...columns.map((c, i) => ({ name: c.name, value: formatValue(unit, row[c.key]), color: palette.series[i % palette.series.length] })),
                     { name: "threshold", value: formatValue(unit, row.threshold), color: palette.danger },

@@ -5,8 +5,9 @@ import { fieldErrors } from "../../api/http";
 import { DeleteButton } from "./shared";
 import { useListMutation } from "../../lib/useListMutation";
 import { AdminOnly } from "../common/AdminOnly";
+import { formatInstant } from "../../lib/format";
 
-const when = (ms: number) => (ms ? `${new Date(ms).toISOString().slice(0, 19).replace("T", " ")}Z` : "–");
+const when = (ms: number) => (ms ? formatInstant(ms) : "–");
 
 /** The body for each channel type; secrets are write-only and never shown back. */
 function bodyFor(kind: ChannelType, name: string, v: Record<string, string>): ChannelCreate {

@@ -16,14 +16,14 @@ import {
   type Severity,
   type Unit,
 } from "../../api/alerts";
-import { listAgents } from "../../api/endpoints";
+import { useAgents } from "../../api/endpoints";
 import { fieldErrors } from "../../api/http";
 import type { AgentVM } from "../../api/models";
 import { Card } from "../common/State";
 import { MultiSelect } from "../common/MultiSelect";
 import { Field } from "../common/Field";
 import { BacktestChart } from "./BacktestChart";
-import { formatSpan } from "../../lib/format";
+import { formatInstant, formatSpan } from "../../lib/format";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";
 import { useIsAdmin } from "../../lib/role";
 import { keyAt, keyLabel } from "../../lib/alertMarks";
@@ -184,7 +184,7 @@ function EditorForm({ metrics, vocab, rule, onSaved, onCancel }: { metrics: Metr
   const uid = useId();
   const qc = useQueryClient();
   const [f, setF] = useState<RuleForm>(() => formFromRule(rule, metrics));
-  const agentsQ = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+  const agentsQ = useAgents();
   const channelsQ = useQuery({ queryKey: ["channels"], queryFn: ({ signal }) => listChannels(signal) });
   const metric = metrics.find((m) => m.id === f.metric) ?? metrics[0];
   const stat = metric?.statistics.find((s) => s.id === f.statistic) ?? metric?.statistics[0];
@@ -493,8 +493,8 @@ function EditorForm({ metrics, vocab, rule, onSaved, onCancel }: { metrics: Metr
                     {bt.firings.slice(0, 50).map((x, i) => (
                       <tr key={i}>
                         <td>{x.series}</td>
-                        <td>{new Date(x.startMs).toISOString().slice(0, 16).replace("T", " ")}Z</td>
-                        <td>{x.endMs ? `${new Date(x.endMs).toISOString().slice(0, 16).replace("T", " ")}Z` : "still firing"}</td>
+                        <td>{formatInstant(x.startMs, "minute")}</td>
+                        <td>{x.endMs ? formatInstant(x.endMs, "minute") : "still firing"}</td>
                         <td>{formatValue(unit, x.peak)}</td>
                       </tr>
                     ))}

@@ -7,8 +7,9 @@ import { DeleteButton, RuleMatchFields, ruleNamesOf } from "./shared";
 import { useListMutation } from "../../lib/useListMutation";
 import { useIsAdmin } from "../../lib/role";
 import { AdminOnly } from "../common/AdminOnly";
+import { formatInstant } from "../../lib/format";
 
-const when = (ms: number | null) => (ms ? `${new Date(ms).toISOString().slice(0, 16).replace("T", " ")}Z` : "–");
+const when = (ms: number | null) => (ms ? formatInstant(ms, "minute") : "–");
 const matcherText = (ms: Matcher[]) => ms.map((m) => `${m.label}${m.op}${m.value}`).join(", ");
 const toMatchers = (text: string): Matcher[] => Object.entries(parseLabels(text)).map(([label, value]) => ({ label, op: "=", value }));
 const DURATIONS_MIN = [30, 60, 120, 240, 480, 1440];

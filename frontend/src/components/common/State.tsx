@@ -1,5 +1,4 @@
 import type { ReactNode } from "react";
-import type { AsyncState } from "../../lib/useAsync";
 
 export function Loading({ what = "Loading" }: { what?: string }) {
   return (
@@ -27,6 +26,13 @@ export function Empty({ children }: { children: ReactNode }) {
   return <div className="state">{children}</div>;
 }
 
+/** What a section needs of a query: its answer, its error, and a way to ask again. */
+export interface QueryState<T> {
+  data: T | undefined;
+  error: Error | null;
+  refetch: () => unknown;
+}
+
 /** Render an async section: spinner while the first answer is pending, error with retry, empty, or content. */
 export function Async<T>({
   state,
@@ -34,12 +40,12 @@ export function Async<T>({
   empty,
   children,
 }: {
-  state: AsyncState<T>;
+  state: QueryState<T>;
   isEmpty?: (d: T) => boolean;
   empty?: ReactNode;
   children: (d: T) => ReactNode;
 }) {
-  if (state.error && state.data === undefined) return <ErrorState error={state.error} onRetry={state.reload} />;
+  if (state.error && state.data === undefined) return <ErrorState error={state.error} onRetry={() => void state.refetch()} />;
   if (state.data === undefined) return <Loading />;
   if (isEmpty?.(state.data)) return <Empty>{empty ?? "No data in this range."}</Empty>;
   return <>{children(state.data)}</>;

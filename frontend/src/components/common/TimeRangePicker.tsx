@@ -92,8 +92,8 @@ export function useRange() {
   const to = params.get("to");
   const refresh = refreshMs(params.get("refresh"));
   const resolved = resolveRange({ range, from, to });
-  // The fetch key names the range, not the instants, so a re-render doesn't refetch;
-  // auto-refresh and explicit reloads pick up the sliding window.
-  const key = `${range}|${from ?? ""}|${to ?? ""}`;
+  // Query keys name the range, not the instants, so a re-render doesn't refetch;
+  // auto-refresh and explicit refetches pick up the sliding window.
+  const key = { range, from, to };
   return { ...resolved, key, refresh, range };
 }

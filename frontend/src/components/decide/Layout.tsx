@@ -3,6 +3,7 @@ import type { FormEvent, ReactNode } from "react";
 import { listTargets } from "../../api/advisors";
 import { Loading } from "../common/State";
 import { DecideNav } from "./DecideNav";
+import { formatInstant } from "../../lib/format";
 
 /** Every advisor page's head: its title and the Decide section's navigation. */
 export function DecidePage({ title, current, children }: { title: string; current: string; children: ReactNode }) {
@@ -116,4 +117,4 @@ export function TargetForm({ label, targets, chosen, onTarget, busy, onSubmit, c
 }
 
 /** Which data an answer came from: its resolution and UTC range, to the minute. */
-export const dataRange = (source: { resolution: string; start: string; end: string }) => `${source.resolution} from ${source.start.slice(0, 16)} to ${source.end.slice(0, 16)}`;
+export const dataRange = (source: { resolution: string; start: string; end: string }) => `${source.resolution} from ${formatInstant(source.start, "minute")} to ${formatInstant(source.end, "minute")}`;

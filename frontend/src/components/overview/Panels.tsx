@@ -1,7 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import type { ReactNode } from "react";
 import { listAlerts } from "../../api/alerts";
-import { getHeatmap, getStorageComparison, listAgents } from "../../api/endpoints";
+import { getHeatmap, getStorageComparison, useAgents } from "../../api/endpoints";
 import type { AgentVM } from "../../api/models";
 import { getFleetShifts } from "../../api/overview";
 import { getDegradations } from "../../api/throughput";
@@ -50,7 +50,7 @@ const pairLink = (a: AgentVM | undefined, b: AgentVM | undefined, src: string, d
  * drops, each linking to its page. Every panel reads an existing API on its own, so a slow one
  * never holds up the others. */
 export function OverviewPanels({ nowMs }: { nowMs: number }) {
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+  const agents = useAgents();
   const firing = useQuery({ queryKey: ["alerts", "firing"], queryFn: ({ signal }) => listAlerts({ state: "firing" }, signal), refetchInterval: 15_000 });
   const day = { fromMs: nowMs - 24 * H, toMs: nowMs };
   const shifts = useQuery({ queryKey: ["overview", "shifts", nowMs], queryFn: ({ signal }) => getFleetShifts(day, signal), staleTime: 300_000 });

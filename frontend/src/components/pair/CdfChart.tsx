@@ -1,14 +1,9 @@
 import { CartesianGrid, Legend, Line, LineChart, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
-import type { CdfPoint } from "../../api/models";
+import type { CdfPoint, CdfSeries } from "../../api/models";
 import { formatUs, usAxis } from "../../lib/format";
 import { logTicks, tailOfCdf } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
-
-export interface CdfSeries {
-  name: string;
-  points: CdfPoint[];
-}
 
 interface Row {
   x_us: number;

@@ -1,6 +1,6 @@
 import { Area, CartesianGrid, ComposedChart, Legend, Line, ResponsiveContainer, Scatter, Tooltip, XAxis, YAxis } from "recharts";
 import type { LevelSegment, TimelinePoint } from "../../api/models";
-import { formatPercent, formatUs, timeAxis, usAxis } from "../../lib/format";
+import { formatInstant, formatPercent, formatUs, timeAxis, usAxis } from "../../lib/format";
 import { logTicks, positiveExtent, timelineRows } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
@@ -57,7 +57,7 @@ export function Timeline({ points, segments, log, body, full = false }: { points
             if (!row) return null;
             return (
               <TipBox
-                title={new Date(row.t).toISOString().replace("T", " ").slice(0, 19) + "Z"}
+                title={formatInstant(row.t)}
                 rows={[
                   { name: "p50", value: formatUs(row.p50), color: c50 },
                   { name: "p99", value: formatUs(row.p99), color: c99 },

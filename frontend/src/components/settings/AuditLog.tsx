@@ -3,8 +3,8 @@ import { useState, type FormEvent } from "react";
 import { listAuditEvents, type AuditEvent, type AuditFilters } from "../../api/audit";
 import { useIsAdmin } from "../../lib/role";
 import { Card, ErrorState, Loading } from "../common/State";
+import { formatInstant } from "../../lib/format";
 
-const utc = (iso: string) => `${new Date(iso).toISOString().slice(0, 19).replace("T", " ")}Z`;
 const shown = (v: unknown) => (v === null || v === undefined ? "–" : typeof v === "string" ? v : JSON.stringify(v));
 
 function Changes({ changes }: { changes: AuditEvent["changes"] }) {
@@ -77,7 +77,7 @@ export function AuditLog() {
             <tbody>
               {events.map((e) => (
                 <tr key={e.id}>
-                  <td>{utc(e.at)}</td>
+                  <td>{formatInstant(e.at)}</td>
                   <td>
                     {e.actor_label} <small className="muted">{e.actor_kind === "api_key" ? "API key" : "user"}</small>
                   </td>

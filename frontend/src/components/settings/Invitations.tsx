@@ -6,6 +6,7 @@ import { useIsAdmin } from "../../lib/role";
 import { AdminOnly } from "../common/AdminOnly";
 import { Field, FormError } from "../common/Field";
 import { Card, ErrorState, Loading } from "../common/State";
+import { formatInstant } from "../../lib/format";
 
 /** Invite people by email (a single-use link that sets their password) and withdraw pending invitations. */
 export function Invitations() {
@@ -91,8 +92,8 @@ export function Invitations() {
               <tr key={i.id}>
                 <td>{i.email}</td>
                 <td>{i.role}</td>
-                <td>{i.created_at.slice(0, 16).replace("T", " ")}</td>
-                <td>{i.expires_at.slice(0, 16).replace("T", " ")}</td>
+                <td>{formatInstant(i.created_at, "minute")}</td>
+                <td>{formatInstant(i.expires_at, "minute")}</td>
                 <td>
                   {admin && (
                     <button

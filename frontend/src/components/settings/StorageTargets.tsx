@@ -1,6 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { listAgents } from "../../api/endpoints";
+import { useAgents } from "../../api/endpoints";
 import { fieldErrors } from "../../api/http";
 import {
   createStorageTarget,
@@ -100,7 +100,7 @@ function body(d: Draft) {
 function TargetForm({ target, onDone }: { target?: StorageTarget; onDone: () => void }) {
   const providers = useVocabularies().data?.storage_providers;
   const qc = useQueryClient();
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+  const agents = useAgents();
   const [d, setD] = useState<Draft>(() => (target ? fromTarget(target) : blank()));
   const save = useMutation({
     mutationFn: () => {
@@ -229,7 +229,7 @@ export function StorageTargets() {
   const admin = useIsAdmin();
   const qc = useQueryClient();
   const targets = useQuery({ queryKey: ["storage-targets"], queryFn: ({ signal }) => listStorageTargets(signal) });
-  const agents = useQuery({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
+  const agents = useAgents();
   const [editing, setEditing] = useState<string | null>(null);
   const remove = useMutation({
     mutationFn: (id: string) => deleteStorageTarget(id),

@@ -4,7 +4,7 @@ import type { AgentVM } from "../../api/models";
 import { fieldErrors } from "../../api/http";
 import { Field, FormError } from "../common/Field";
 import { createExperiment, putSettings, type Proto, type ProtoSetting, type SettingsVM } from "../../api/throughput";
-import { formatInstant } from "../../lib/throughput";
+import { formatInstant } from "../../lib/format";
 
 interface Draft {
   enabled: boolean;

@@ -1,7 +1,7 @@
 import { CartesianGrid, ComposedChart, Legend, Line, ReferenceLine, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
 import type { ExperimentVM, SamplesVM } from "../../api/throughput";
-import { formatPercent } from "../../lib/format";
-import { directionLabel, formatBytesSI, formatClock, formatInstant, levelMarks, timelineRows, toMbps } from "../../lib/throughput";
+import { formatClock, formatInstant, formatPercent } from "../../lib/format";
+import { directionLabel, formatBytesSI, levelMarks, timelineRows, toMbps } from "../../lib/throughput";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";
 

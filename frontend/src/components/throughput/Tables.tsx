@@ -1,6 +1,7 @@
 import type { AzPairsVM, DegradationVM, ExperimentVM, RegionPairVM } from "../../api/throughput";
 import { formatRatio } from "../../lib/format";
-import { formatBytesSI, formatInstant, formatMbps, formatUsd } from "../../lib/throughput";
+import { formatBytesSI, formatMbps, formatUsd } from "../../lib/throughput";
+import { formatInstant } from "../../lib/format";
 
 /** Forward against reverse mean per pair; a ratio far from 1 means one way is slower. */
 export function AsymmetryTable({ rows }: { rows: RegionPairVM[] }) {
