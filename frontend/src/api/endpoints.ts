@@ -362,7 +362,8 @@ export async function getPairLines(q: RangeQuery & { topologyClass: string; wind
   return r.groups.map((g) => {
     const [src, dst] = g.group as [string, string];
     return {
-      name: `${name.get(src) ?? src} → ${name.get(dst) ?? dst}`,
+      // The answer names its ids, deleted agents as "<name> (deleted)".
+      name: `${r.names?.[src] ?? name.get(src) ?? src} → ${r.names?.[dst] ?? name.get(dst) ?? dst}`,
       points: g.windows.map((w) => ({ t: Date.parse(w.start), v: num((w as Record<string, unknown>).p50) })),
     };
   });

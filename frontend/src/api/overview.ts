@@ -15,7 +15,7 @@ export interface ShiftVM {
 /** Every pair's level shifts over the range, largest step first, with the window of the medians
  * they were found in: the server fits it to the span that holds data (10 s windows on a young
  * install's minutes, 5-minute ones over a day), so a new fleet's first step shows at once. */
-export async function getFleetShifts(q: { fromMs: number; toMs: number }, signal?: AbortSignal): Promise<{ windowS: number; shifts: ShiftVM[] }> {
+export async function getFleetShifts(q: { fromMs: number; toMs: number }, signal?: AbortSignal): Promise<{ windowS: number; shifts: ShiftVM[]; names: Record<string, string> }> {
   const r = unwrap(
     await api.GET("/api/v1/analytics/{kind}/level-shifts", {
       params: { path: { kind: "mesh" }, query: { start: new Date(q.fromMs).toISOString(), end: new Date(q.toMs).toISOString(), fit_window: true, group_by: "pair" } },
@@ -30,5 +30,6 @@ export async function getFleetShifts(q: { fromMs: number; toMs: number }, signal
       out.push({ src: String(key[0]), dst: String(key[1]), atMs: Date.parse(s.time), stepUs: s.step, beforeUs: s.level_before, afterUs: s.level_after });
     }
   }
-  return { windowS: r.window_s, shifts: out.sort((a, b) => Math.abs(b.stepUs) - Math.abs(a.stepUs)) };
+  // names: each agent id's name from the answer, deleted agents as "<name> (deleted)".
+  return { windowS: r.window_s, names: r.names ?? {}, shifts: out.sort((a, b) => Math.abs(b.stepUs) - Math.abs(a.stepUs)) };
 }

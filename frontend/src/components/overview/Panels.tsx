@@ -58,7 +58,7 @@ export function OverviewPanels({ nowMs }: { nowMs: number }) {
   const storage = useQuery({ queryKey: ["overview", "storage", nowMs], queryFn: ({ signal }) => getStorageComparison(day, signal) });
   const drops = useQuery({ queryKey: ["overview", "drops", nowMs], queryFn: ({ signal }) => getDegradations({ fromMs: nowMs - 7 * 24 * H, toMs: nowMs }, signal) });
   const byId = new Map((agents.data ?? []).map((a) => [a.id, a]));
-  const name = (id: string) => byId.get(id)?.name ?? id;
+  const name = (id: string) => byId.get(id)?.name ?? shifts.data?.names[id] ?? id;
 
   const silent = (agents.data ?? []).filter((a) => a.status !== "online");
   const worst = (tails.data?.cells ?? [])
