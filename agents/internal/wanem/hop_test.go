@@ -41,27 +41,31 @@ func TestAHopIsLearnedFromOneChunkTurnsOnly(t *testing.T) {
 		oneWay time.Duration
 	}{
 		{"no turn yet", func(*hop) {}, 0},
-		{"one turn of 300 µs", func(h *hop) {
+		{"one turn of 100 µs", func(h *hop) {
 			h.sending(t0)
-			h.replied(t0.Add(300 * time.Microsecond))
-		}, 150 * time.Microsecond},
+			h.replied(t0.Add(100 * time.Microsecond))
+		}, 50 * time.Microsecond},
 		{"a reply's later chunks do not count", func(h *hop) {
 			h.sending(t0)
-			h.replied(t0.Add(300 * time.Microsecond))
+			h.replied(t0.Add(100 * time.Microsecond))
 			h.replied(t0.Add(900 * time.Microsecond))
-		}, 150 * time.Microsecond},
+		}, 50 * time.Microsecond},
 		{"a message of two chunks does not count", func(h *hop) {
 			h.sending(t0)
 			h.sending(t0.Add(time.Millisecond))
 			h.replied(t0.Add(5 * time.Millisecond))
 		}, 0},
 		{"the fastest of the recent turns", func(h *hop) {
-			for i := 1; i <= 100; i++ { // 100 turns of 10..1000 µs: the last 64 are 370..1000
+			for i := 1; i <= 100; i++ { // 100 turns of 2..200 µs: the last 64 are 74..200
 				at := t0.Add(time.Duration(i) * time.Second)
 				h.sending(at)
-				h.replied(at.Add(time.Duration(i*10) * time.Microsecond))
+				h.replied(at.Add(time.Duration(i*2) * time.Microsecond))
 			}
-		}, 370 * time.Microsecond / 2},
+		}, 74 * time.Microsecond / 2},
+		{"a loaded machine's slow turns are not taken off", func(h *hop) {
+			h.sending(t0)
+			h.replied(t0.Add(4 * time.Millisecond))
+		}, hopCap},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &hop{}

@@ -228,8 +228,10 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte, h *hop, reques
 // from writing a message to the echo server to reading the reply is one hop each way and one
 // wake-up of a process, which is what the client's side adds. The fastest of the recent
 // turns is taken off (half in each direction), so what is taken off is what the hop always
-// costs: a busy moment shows as a slightly longer round trip, never as one under the table
-// (a low decile still overshot on a loaded machine: a minimum 1.15 ms under the table).
+// costs, and never more than hopCap each way: on a loaded machine every turn waits for the
+// echo server's process to be scheduled, and taking that off (a low decile, then even the
+// fastest turn) put minimums up to 3.9 ms under the table. A busy machine shows as a longer
+// round trip, never as one under the table.
 // A turn of more than one chunk each way (a large message, or a second message sent before
 // the reply) is not a hop's cost and is not counted. A nil hop takes nothing off.
 type hop struct {
@@ -242,8 +244,12 @@ type hop struct {
 }
 
 // hopTurns is how many recent turns the estimate comes from (half a minute at the demo's
-// 2 rounds/s).
-const hopTurns = 64
+// 2 rounds/s); hopCap is the most taken off each way, about what the extra loopback hop and
+// wake-up cost on a quiet two-core machine.
+const (
+	hopTurns = 64
+	hopCap   = 75 * time.Microsecond
+)
 
 func (h *hop) sending(now time.Time) {
 	if h == nil {
@@ -279,7 +285,7 @@ func (h *hop) note(turn time.Duration) {
 		h.turns[h.next] = turn
 		h.next = (h.next + 1) % hopTurns
 	}
-	h.oneWayN.Store(int64(slices.Min(h.turns) / 2))
+	h.oneWayN.Store(int64(min(slices.Min(h.turns)/2, hopCap)))
 }
 
 // oneWay is the share of the hop taken off each direction's delay.
