@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"stormwatch/agents/internal/sample"
+	"stormwatch/agents/internal/testutil"
 )
 
 const (
@@ -20,23 +20,8 @@ const (
 	peerY = "00000000-0000-4000-8000-0000000000b2"
 )
 
-// lockedBuf is a log sink several goroutines write to.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuf) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuf) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
+// lockedBuf is the shared test log sink.
+type lockedBuf = testutil.LogBuffer
 
 // servedEcho runs a real echo server on loopback signing with id ("" signs nothing, as the
 // previous version).
