@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"stormwatch/agents/internal/sample"
-	"stormwatch/agents/internal/shaper"
+	"stormwatch/agents/testbed/shaper"
 )
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
