@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"stormwatch/agents/fakeapi"
 	"stormwatch/agents/internal/config"
+	"stormwatch/agents/testbed/fakeapi"
 )
 
 type syncBuf struct {
