@@ -407,7 +407,7 @@ func TestTheMeshAddressesFollowTheConfigTheMetadataAndTheListener(t *testing.T) 
 			cfg := config.Defaults()
 			cfg.Mesh.Listen, cfg.Mesh.Advertise = tc.listen, tc.advertise
 			md := client.Metadata{PrivateIP: tc.privateIP}
-			advertised, self := advertise(cfg, md, ln.Addr()), selfDial(cfg, md, ln.Addr())
+			advertised, self := meshAddresses(cfg, md, ln.Addr())
 			if advertised != tc.wantAdvertised || self != tc.wantSelf {
 				t.Fatalf("advertised %q, self-loop %q; want %q, %q", advertised, self, tc.wantAdvertised, tc.wantSelf)
 			}
