@@ -38,8 +38,8 @@ UDP_OFFERED_BITS_PER_S = 144_000_000
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("tput-bin")
-    return {name: go_build(out / name, pkg)
-            for name, pkg in (("agent", "./cmd/stormwatch-agent"), ("shaper", "./testbed/cmd/shaper"))}
+    commands = (("agent", "./cmd/stormwatch-agent"), ("shaper", "./testbed/cmd/shaper"))
+    return {name: go_build(out / name, pkg) for name, pkg in commands}
 
 
 class Shaper:
