@@ -36,7 +36,7 @@ import (
 	"syscall"
 	"time"
 
-	"stormwatch/agents/fakeapi"
+	"stormwatch/agents/testbed/fakeapi"
 )
 
 var cpuProfile, sendMode string

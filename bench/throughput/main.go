@@ -4,7 +4,7 @@
 //
 //	throughput: agent <x> Gbit/s, nuttcp <y> Gbit/s, ratio <r>, mesh p50 shift <d> us
 //
-// Two real agent processes enroll with an in-process fake API (stormwatch/agents/fakeapi),
+// Two real agent processes enroll with an in-process fake API (stormwatch/agents/testbed/fakeapi),
 // mesh with each other, and run the experiments it schedules for them (forward then reverse,
 // -duration each, -streams TCP streams); nuttcp runs for -duration with as many streams. The
 // agent's figure is the mean of every per-second sample the agents shipped (both directions),
@@ -28,7 +28,7 @@ import (
 	"strconv"
 	"time"
 
-	"stormwatch/agents/fakeapi"
+	"stormwatch/agents/testbed/fakeapi"
 )
 
 const enrollToken = "swe_benchbenchbenchbenchbenchbench00"

@@ -13,7 +13,7 @@ import { launch, pick, signIn, stackLogs, steps, until } from "./support/browser
 import { FRONTEND, REPO, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
-const TABLE = JSON.parse(readFileSync(join(REPO, "agents", "internal", "wanem", "rtt_table.json"), "utf8"));
+const TABLE = JSON.parse(readFileSync(join(REPO, "agents", "testbed", "wanem", "rtt_table.json"), "utf8"));
 
 let stack;
 let browser;

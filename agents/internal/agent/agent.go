@@ -83,35 +83,25 @@ func AgentName(cfg config.Config) string {
 	return h
 }
 
-// advertise is the mesh address peers dial: the configured one, else the private IP with
-// the port actually listened on.
-func advertise(cfg config.Config, md client.Metadata, ln net.Addr) string {
+// meshAddresses are the address peers dial (the configured advertise address, else the
+// self-loop's) and the one the self-loop dials: the listen IP, else the private IP (or
+// loopback), with the port actually listened on, so that an advertised public address does
+// not send the self-loop out through a NAT.
+func meshAddresses(cfg config.Config, md client.Metadata, ln net.Addr) (advertised, self string) {
+	_, port, _ := net.SplitHostPort(ln.String())
+	host, _, _ := net.SplitHostPort(cfg.Mesh.Listen)
+	switch ip := net.ParseIP(host); {
+	case ip != nil && !ip.IsUnspecified():
+		self = net.JoinHostPort(host, port)
+	case md.PrivateIP != "":
+		self = net.JoinHostPort(md.PrivateIP, port)
+	default:
+		self = net.JoinHostPort("127.0.0.1", port)
+	}
 	if cfg.Mesh.Advertise != "" {
-		return cfg.Mesh.Advertise
+		return cfg.Mesh.Advertise, self
 	}
-	_, port, _ := net.SplitHostPort(ln.String())
-	host, _, _ := net.SplitHostPort(cfg.Mesh.Listen)
-	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-		return net.JoinHostPort(host, port)
-	}
-	if md.PrivateIP != "" {
-		return net.JoinHostPort(md.PrivateIP, port)
-	}
-	return net.JoinHostPort("127.0.0.1", port)
-}
-
-// selfDial is the address of the self-loop: the private IP (or loopback) with the listen
-// port, so that an advertised public address does not send it out through a NAT.
-func selfDial(cfg config.Config, md client.Metadata, ln net.Addr) string {
-	_, port, _ := net.SplitHostPort(ln.String())
-	host, _, _ := net.SplitHostPort(cfg.Mesh.Listen)
-	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
-		return net.JoinHostPort(host, port)
-	}
-	if md.PrivateIP != "" {
-		return net.JoinHostPort(md.PrivateIP, port)
-	}
-	return net.JoinHostPort("127.0.0.1", port)
+	return self, self
 }
 
 // loopbackHost reports whether a host:port names a loopback address (or localhost).
@@ -181,7 +171,7 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 		}
 	}
 	md := Metadata(ctx, cfg, d)
-	meshAddr := advertise(cfg, md, echo.Addr())
+	meshAddr, selfAddr := meshAddresses(cfg, md, echo.Addr())
 	if loopbackHost(meshAddr) && !loopbackURL(cfg.APIURL) {
 		// The API refuses it (422) unless its operator allows it: say what to set.
 		log.Warn("the mesh address is loopback, which peers on other hosts cannot reach; set mesh.advertise",
@@ -244,7 +234,7 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	prober := mesh.NewProber(st.AgentID, rec, log)
 	// Replies are signed with the id peers know this agent by, so a wrong address shows.
 	echo.SetID(st.AgentID)
-	prober.SetSelfAddress(selfDial(cfg, md, echo.Addr()))
+	prober.SetSelfAddress(selfAddr)
 	if cfg.Mesh.SendMode == "broadcast" {
 		prober.SetSendMode(mesh.Broadcast)
 	}

@@ -16,8 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"stormwatch/agents/fakeapi"
+	"stormwatch/agents/internal/client"
 	"stormwatch/agents/internal/config"
+	"stormwatch/agents/testbed/fakeapi"
 )
 
 type syncBuf struct {
@@ -378,6 +379,39 @@ func TestAnAgentWhoseProbeIsOffClearsTheAddressItReportedBefore(t *testing.T) {
 	})
 	if got := api.AgentIDs()["tput-off"]; got != id {
 		t.Fatalf("agent id %s after the restart, want %s", got, id)
+	}
+}
+
+func TestTheMeshAddressesFollowTheConfigTheMetadataAndTheListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	at := func(host string) string { return net.JoinHostPort(host, port) }
+	for _, tc := range []struct {
+		name, listen, advertise, privateIP string
+		wantAdvertised, wantSelf           string
+	}{
+		{"a listen IP is used as is", "127.0.0.2:0", "", "10.0.0.5", at("127.0.0.2"), at("127.0.0.2")},
+		{"all interfaces: the private IP", "0.0.0.0:0", "", "127.0.0.3", at("127.0.0.3"), at("127.0.0.3")},
+		{"all interfaces, IPv6: the private IP", "[::]:0", "", "127.0.0.3", at("127.0.0.3"), at("127.0.0.3")},
+		{"no host, no private IP: loopback", ":0", "", "", at("127.0.0.1"), at("127.0.0.1")},
+		{"a host name: the private IP", "localhost:0", "", "127.0.0.4", at("127.0.0.4"), at("127.0.0.4")},
+		// The self-loop never dials the advertised address, which may hairpin through a NAT.
+		{"configured: peers dial it, the self-loop does not", "0.0.0.0:0", "203.0.113.7:7300", "127.0.0.5",
+			"203.0.113.7:7300", at("127.0.0.5")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Defaults()
+			cfg.Mesh.Listen, cfg.Mesh.Advertise = tc.listen, tc.advertise
+			md := client.Metadata{PrivateIP: tc.privateIP}
+			advertised, self := meshAddresses(cfg, md, ln.Addr())
+			if advertised != tc.wantAdvertised || self != tc.wantSelf {
+				t.Fatalf("advertised %q, self-loop %q; want %q, %q", advertised, self, tc.wantAdvertised, tc.wantSelf)
+			}
+		})
 	}
 }
 

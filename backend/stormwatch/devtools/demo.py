@@ -1,5 +1,5 @@
 """The demo fleet of `make run`: twelve agents placed in emulated providers, regions and
-zones, meshing through the WAN emulator (agents/cmd/wanem), and the three object-storage
+zones, meshing through the WAN emulator (agents/testbed/cmd/wanem), and the three object-storage
 emulators of scripts/emulators behind it as storage targets of the demo org. docs/demo.md
 says what is emulated and from which figures."""
 
@@ -26,7 +26,7 @@ AGENT_BIN = REPO / "agents" / "bin" / "stormwatch-agent"
 WANEM_BIN = REPO / "agents" / "bin" / "wanem"
 SHAPER_BIN = REPO / "agents" / "bin" / "shaper"
 EMULATORS = REPO / "scripts" / "emulators"
-RTT_TABLE = REPO / "agents" / "internal" / "wanem" / "rtt_table.json"
+RTT_TABLE = REPO / "agents" / "testbed" / "wanem" / "rtt_table.json"
 
 # Azurite's well-known development account (published by Azurite; not a secret).
 AZ_ACCOUNT = "devstoreaccount1"

@@ -1,5 +1,5 @@
 """Real agents run scheduled TCP and UDP experiments on loopback through a shaping proxy
-(agents/cmd/shaper) that forwards at a high rate, then a low one after a set volume in each
+(agents/testbed/cmd/shaper) that forwards at a high rate, then a low one after a set volume in each
 direction. The per-second samples the receivers ship through the API, and the transition
 the backend detects in them (time, both levels, volume before), match what the proxy did
 within 5%."""
@@ -38,8 +38,8 @@ UDP_OFFERED_BITS_PER_S = 144_000_000
 @pytest.fixture(scope="module")
 def binaries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("tput-bin")
-    return {name: go_build(out / name, pkg)
-            for name, pkg in (("agent", "./cmd/stormwatch-agent"), ("shaper", "./cmd/shaper"))}
+    commands = (("agent", "./cmd/stormwatch-agent"), ("shaper", "./testbed/cmd/shaper"))
+    return {name: go_build(out / name, pkg) for name, pkg in commands}
 
 
 class Shaper:

@@ -1,5 +1,5 @@
 // Command shaper relays TCP and UDP to an upstream at a high rate that drops to a low rate
-// after a set volume in each direction (internal/shaper), for throughput tests and benches.
+// after a set volume in each direction (testbed/shaper), for throughput tests and benches.
 package main
 
 import (
@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"stormwatch/agents/internal/shaper"
+	"stormwatch/agents/testbed/shaper"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"stormwatch/agents/internal/wanem"
+	"stormwatch/agents/testbed/wanem"
 )
 
 func main() {
