@@ -16,6 +16,10 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.models.agent import TOPOLOGY_CLASSES
+from stormwatch.services.analytics.group_stats import (
+    grouped_weighted_medians,
+    sort_by_group_then_value,
+)
 from stormwatch.services.analytics.sketches import (
     GroupedBins,
     Sketch,
@@ -24,7 +28,6 @@ from stormwatch.services.analytics.sketches import (
 )
 from stormwatch.services.analytics.stats import Distribution, Moments
 from stormwatch.services.analytics.zones import first_zone_problem, zone_key
-from stormwatch.services.rollups import grouped_weighted_medians, sort_by_group_then_value
 
 Kind = Literal["mesh", "quorum", "storage", "throughput"]
 Resolution = Literal["auto", "raw", "1m", "5m", "1h", "1d"]
