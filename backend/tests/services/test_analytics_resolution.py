@@ -11,11 +11,9 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
 
+from stormwatch.services.analytics.filters import KIND_SPECS, Filters, QueryError
 from stormwatch.services.analytics.queries import (
-    KIND_SPECS,
     MINUTE_INDEX_SKETCH_MAX,
-    Filters,
-    QueryError,
     _packed_rollups_sql,
     choose_source,
 )

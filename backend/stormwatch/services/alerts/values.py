@@ -17,12 +17,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.services.alerts.metrics import MetricKind, parse_percentile
 from stormwatch.services.alerts.scope import SeriesKey
+from stormwatch.services.analytics.filters import KIND_SPECS, Filters, Fleet
 from stormwatch.services.analytics.queries import (
     ADJUSTED_RAW,
-    KIND_SPECS,
     MESH_RAW_FROM,
-    Filters,
-    Fleet,
     load_grouped,
     mesh_series_ids,
 )

@@ -19,17 +19,19 @@ from stormwatch.models.samples import MESH_STATUSES
 from stormwatch.services.analytics.changepoints import cyclical_pattern, level_shifts
 from stormwatch.services.analytics.coverage import data_start
 from stormwatch.services.analytics.detours import PathRtt, find_detours, path_key
-from stormwatch.services.analytics.queries import (
+from stormwatch.services.analytics.filters import (
     KIND_SPECS,
     Filters,
     Fleet,
     QueryError,
-    group_fn,
     load_fleet,
+    target_providers,
+)
+from stormwatch.services.analytics.queries import (
+    group_fn,
     load_grouped,
     load_levels,
     mesh_status_counts,
-    target_providers,
 )
 from stormwatch.services.analytics.sketches import Sketch, merge_sketches
 from stormwatch.services.analytics.stats import (
