@@ -12,11 +12,8 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
 
 from stormwatch.services.analytics.filters import KIND_SPECS, Filters, QueryError
-from stormwatch.services.analytics.queries import (
-    MINUTE_INDEX_SKETCH_MAX,
-    _packed_rollups_sql,
-    choose_source,
-)
+from stormwatch.services.analytics.queries import MINUTE_INDEX_SKETCH_MAX, _packed_rollups_sql
+from stormwatch.services.analytics.source import choose_source
 
 NOW = datetime(2026, 11, 23, 12, 34, 56, tzinfo=UTC)
 PAIRS = 576  # the bench's 24-agent fleet
@@ -147,7 +144,7 @@ def test_the_database_accepts_five_minute_rows_and_no_other_new_level(db: Engine
 
 def _tail(span: timedelta, rolled_until: datetime | None, resolution: str = "1m"
           ) -> tuple[datetime, datetime] | None:
-    from stormwatch.services.analytics.queries import Source, raw_tail
+    from stormwatch.services.analytics.source import Source, raw_tail
 
     f = Filters(start=NOW - span, end=NOW)
     return raw_tail(Source(resolution, f.start, f.end), f, rolled_until)  # type: ignore[arg-type]

@@ -18,8 +18,6 @@ from stormwatch.models.agent import TOPOLOGY_CLASSES
 from stormwatch.services.analytics.zones import first_zone_problem, zone_key
 
 Kind = Literal["mesh", "quorum", "storage", "throughput"]
-
-
 Resolution = Literal["auto", "raw", "1m", "5m", "1h", "1d"]
 
 
@@ -60,8 +58,6 @@ KIND_SPECS: dict[str, KindSpec] = {
                            ("src_agent_id", "dst_agent_id", "proto", "direction"), "bytes_per_s",
                            "bytes_per_s", "false", True, ("uuid", "uuid", "varchar", "varchar")),
 }
-
-
 # Query parameter names of the kind-specific columns, for error messages.
 PARAM_OF_COLUMN = {"target_id": "target"}
 

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from sqlalchemy import text
@@ -34,20 +34,20 @@ from stormwatch.services.analytics.sketches import (
     decode_many,
     grouped_quantiles,
 )
+from stormwatch.services.analytics.source import (
+    RAW_MAX_FEW_SERIES,
+    RAW_MAX_FLEET,
+    RES_SECONDS,
+    Source,
+    ceil_to,
+    choose_source,
+    few_series,
+    floor_to,
+    raw_tail,
+)
 from stormwatch.services.analytics.stats import Distribution, Moments
 
-RES_SECONDS = {"1m": 60, "5m": 300, "1h": 3600, "1d": 86400}
-# Rollup levels, finest first.
-LEVELS = ("1m", "5m", "1h", "1d")
-# Raw answers are exact but cost a row per sample; beyond these ranges rollups answer.
-RAW_MAX_FEW_SERIES = timedelta(hours=3)
-RAW_MAX_FLEET = timedelta(minutes=15)
-FEW_SERIES = 8
 RAW_ROW_LIMIT = 5_000_000
-# Rollup rows a query may merge when the resolution is chosen automatically.
-ROLLUP_ROW_BUDGET = 50_000
-# A rollup level may round a range's edges to its steps by at most this share of the range.
-EDGE_FRACTION = 0.001
 # Tables whose minute and 5-minute rollups have covering per-series indexes (migrations 0005
 # and 0006), those levels, and the longest sketch the indexes hold.
 MINUTE_SERIES_INDEXED = ("mesh_rollups", "quorum_rollups")
@@ -55,113 +55,10 @@ SERIES_INDEXED_LEVELS = (60, 300)
 MINUTE_INDEX_SKETCH_MAX = 1500
 # Beyond this span, hourly answers merge day-to-date sketches rather than every hour's.
 DAY_TO_DATE_MIN_SPAN = timedelta(hours=4)
-# A rollup answer's samples after its last rolled minute come raw, at most this far back from
-# the range's end (a worker down for hours leaves a gap rather than a huge raw read).
-RAW_TAIL_MAX = RAW_MAX_FLEET
 
 
 ADJUSTED_RAW = ("CASE WHEN status = 0 AND rtt_us IS NOT NULL "
                 "THEN greatest(latency_us - rtt_us, 0) END")
-
-
-@dataclass
-class Source:
-    resolution: Literal["raw", "1m", "5m", "1h", "1d"]
-    start: datetime
-    end: datetime
-
-    @property
-    def bucket_s(self) -> int | None:
-        return RES_SECONDS.get(self.resolution)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"resolution": self.resolution, "start": self.start, "end": self.end,
-                "exact": self.resolution == "raw"}
-
-
-def _floor(t: datetime, s: int) -> datetime:
-    ts = math.floor(t.timestamp())
-    return datetime.fromtimestamp(ts - ts % s, UTC)
-
-
-def _ceil(t: datetime, s: int) -> datetime:
-    ts = math.ceil(t.timestamp())
-    return datetime.fromtimestamp(ts + (-ts) % s, UTC)
-
-
-def choose_source(f: Filters, few_series: bool, window_s: int | None = None,
-                  n_series: int | None = None, raw_since: datetime | None = None,
-                  complete_from: dict[int, datetime] | None = None) -> Source:
-    """Raw for short ranges; otherwise the finest rollup level whose row count for the
-    selected series stays within ROLLUP_ROW_BUDGET (and no coarser than the window), then
-    for windows the coarsest level dividing them. Ranges starting before `raw_since` (the
-    raw retention) always come from rollups; a level still filling its history
-    (`complete_from`: bucket_s -> first complete bucket) is skipped for ranges that start
-    before it is complete."""
-    span = f.end - f.start
-    res: str = f.resolution
-    raw_kept = raw_since is None or f.start >= raw_since
-    if res == "auto":
-        filling = complete_from or {}
-        levels = [lvl for lvl in LEVELS
-                  if RES_SECONDS[lvl] not in filling or f.start >= filling[RES_SECONDS[lvl]]]
-        raw_max = RAW_MAX_FEW_SERIES if few_series else RAW_MAX_FLEET
-        if span <= raw_max and raw_kept:
-            res = "raw"
-        else:
-            series = max(n_series or 1, 1)
-            res = levels[-1]
-            for cand in levels:
-                if series * span.total_seconds() / RES_SECONDS[cand] <= ROLLUP_ROW_BUDGET:
-                    res = cand
-                    break
-            # Sketches merge exactly at any level: a coarser one only moves the range's edges
-            # to its steps. Take it while that stays within EDGE_FRACTION of the range (a
-            # pair's week: 2016 5-minute rows instead of 10 080 minutes, a fifth of the reads).
-            i = levels.index(res)
-            while (window_s is None and i + 1 < len(levels)
-                   and RES_SECONDS[levels[i + 1]] <= span.total_seconds() * EDGE_FRACTION):
-                i += 1
-            res = levels[i]
-        # Windows narrower than the rollup step would be empty or uneven: step down.
-        while window_s is not None and res != "raw" and (
-                RES_SECONDS[res] > window_s or window_s % RES_SECONDS[res]):
-            i = levels.index(res)
-            res = levels[i - 1] if i else "raw"
-        # Aligned windows built from a coarser level hold exactly the same samples: use the
-        # coarsest level that divides the window (fewer rows for the same answer; a week of
-        # 15-minute windows reads 2016 5-minute rows per series instead of 10 080 minutes).
-        if window_s is not None and res != "raw":
-            for cand in reversed(levels):
-                step = RES_SECONDS[cand]
-                if RES_SECONDS[res] < step <= window_s and window_s % step == 0:
-                    res = cand
-                    break
-    if res == "raw":
-        if f.resolution == "auto" and not raw_kept:
-            raise QueryError("window_s", "raw samples before the raw retention are deleted and "
-                             "rollups answer: window_s must be a multiple of 60 s")
-        return Source("raw", f.start, f.end)
-    s = RES_SECONDS[res]
-    if window_s is not None and window_s % s:
-        raise QueryError("window_s", f"window_s must be a multiple of {s} s at resolution {res}")
-    return Source(res, _floor(f.start, s), _ceil(f.end, s))  # type: ignore[arg-type]
-
-
-def raw_tail(source: Source, f: Filters, rolled_until: datetime | None
-             ) -> tuple[datetime, datetime] | None:
-    """The part of a rollup-resolution answer read from raw samples: from where the org's
-    minute rollups in range stop (`rolled_until`, the end of the last minute rolled; None
-    when none is) to the requested end, never before the range's start nor more than
-    RAW_TAIL_MAX before its end. The minute pass rolls only whole, settled minutes and the
-    coarser levels are rolled from them, so the rollups hold the samples before
-    `rolled_until` and the raw tail those after: the two never overlap. None when the
-    rollups cover the whole range or the answer is raw anyway."""
-    if source.resolution == "raw":
-        return None
-    start = f.start if rolled_until is None else max(rolled_until, f.start)
-    start = max(start, f.end - RAW_TAIL_MAX)
-    return (start, f.end) if start < f.end else None
 
 
 def _with_raw_tail(grouped: Grouped, tail: dict[Any, Distribution]) -> Grouped:
@@ -181,12 +78,6 @@ def _with_raw_tail(grouped: Grouped, tail: dict[Any, Distribution]) -> Grouped:
                 sk = base.sketch.merge(sk)
         out[k] = Distribution.sketched(sk, m)
     return Grouped(grouped.source, out)
-
-
-def few_series(spec: KindSpec, f: Filters) -> bool:
-    if spec.pair:
-        return bool(f.src and f.dst and len(f.src) * len(f.dst) <= FEW_SERIES)
-    return bool(f.src and len(f.src) <= FEW_SERIES)
 
 
 GroupFn = Callable[[tuple[Any, ...]], Any]
@@ -360,7 +251,7 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
     wanted_group: list[int] = []
     wanted_day: list[datetime | None] = []
     series_group: dict[tuple[Any, ...], int] = {}
-    day0 = _floor(source.start, 86400)
+    day0 = floor_to(source.start, 86400)
     day = timedelta(days=1)
     last_hour = timedelta(hours=23)
     for r in moments:
@@ -380,7 +271,7 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
         if r[nk + 4] is not None:
             a[4] = max(a[4], r[nk + 4])
         first, last = r[nk + 7], r[nk + 8]
-        d, last_day = _floor(first, 86400), _floor(last, 86400)
+        d, last_day = floor_to(first, 86400), floor_to(last, 86400)
         while d <= last_day:
             wanted.append((key, last if d == last_day else d + last_hour))
             sign.append(1.0)
@@ -800,7 +691,7 @@ async def load_levels(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Fi
         f.resolution == "1m"
         or (f.resolution == "auto" and (f.end - f.start > raw_max or not raw_kept)))
     if halves:
-        source = Source("1m", _floor(f.start, 60), _ceil(f.end, 60))
+        source = Source("1m", floor_to(f.start, 60), ceil_to(f.end, 60))
     else:
         source = choose_source(f, few, window_s, n_series, raw_since, fleet.complete_from(kind))
     params.update(s=source.start, e=source.end)
