@@ -8,7 +8,8 @@ import uuid
 
 import numpy as np
 
-from stormwatch.services.analytics.queries import RawSeries, _group_packed_raw
+from stormwatch.services.analytics.queries import _group_packed_raw
+from stormwatch.services.analytics.raw import RawSeries
 
 
 def _series(rng: np.random.Generator, shift: float) -> list[RawSeries]:
