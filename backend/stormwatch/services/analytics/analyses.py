@@ -27,7 +27,8 @@ from stormwatch.services.analytics.filters import (
     load_fleet,
     target_providers,
 )
-from stormwatch.services.analytics.queries import group_fn, load_grouped, load_levels
+from stormwatch.services.analytics.grouping import group_fn
+from stormwatch.services.analytics.queries import load_grouped, load_levels
 from stormwatch.services.analytics.raw import mesh_status_counts
 from stormwatch.services.analytics.sketches import Sketch, merge_sketches
 from stormwatch.services.analytics.stats import (

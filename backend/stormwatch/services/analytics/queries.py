@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +28,7 @@ from stormwatch.services.analytics.group_stats import (
     grouped_weighted_medians,
     sort_by_group_then_value,
 )
+from stormwatch.services.analytics.grouping import GroupFn, dense_ids, group_key
 from stormwatch.services.analytics.raw import (
     ADJUSTED_RAW,
     RAW_ROW_LIMIT,
@@ -79,9 +80,6 @@ def _with_raw_tail(grouped: Grouped, tail: dict[Any, Distribution]) -> Grouped:
                 sk = base.sketch.merge(sk)
         out[k] = Distribution.sketched(sk, m)
     return Grouped(grouped.source, out)
-
-
-GroupFn = Callable[[tuple[Any, ...]], Any]
 
 
 @dataclass
@@ -257,7 +255,7 @@ async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
     last_hour = timedelta(hours=23)
     for r in moments:
         key = tuple(r[:nk])
-        g = _group_key(group, key, 0.0, None, cache)
+        g = group_key(group, key, 0.0, None, cache)
         if g is None:
             continue
         j = index.get(g)
@@ -381,35 +379,6 @@ async def _fetch_dtd(session: AsyncSession, spec: KindSpec, prefix: str, params:
     return idx, lengths, bytes(row[2])
 
 
-def _group_key(group: GroupFn, keys: tuple[Any, ...], t: float, window_s: int | None,
-               cache: dict[tuple[Any, ...], Any]) -> Any:
-    g = cache.get(keys, ...)
-    if g is ...:
-        g = cache[keys] = group(keys)
-    if g is None or window_s is None:
-        return g
-    return (g, int(t // window_s) * window_s)
-
-
-def _dense_ids(index: dict[Any, int], g: Any, t: np.ndarray, window_s: int | None
-               ) -> np.ndarray:
-    """A dense id per timestamp in t: its group's, or its (group, window start)'s when
-    windowed; new keys are numbered in `index` in the order they first appear."""
-    if window_s is None:
-        j = index.get(g)
-        if j is None:
-            j = index[g] = len(index)
-        return np.full(t.size, j, dtype=np.int64)
-    starts, inv = np.unique((t // window_s).astype(np.int64) * window_s, return_inverse=True)
-    ids = np.empty(starts.size, dtype=np.int64)
-    for u, w in enumerate(starts.tolist()):
-        j = index.get((g, w))
-        if j is None:
-            j = index[(g, w)] = len(index)
-        ids[u] = j
-    return ids[inv.ravel()]
-
-
 def _group_packed_raw(series: Sequence[RawSeries], group: GroupFn, window_s: int | None
                       ) -> dict[Any, Distribution]:
     """Exact distributions per group (and window) from read_raw's series."""
@@ -419,10 +388,10 @@ def _group_packed_raw(series: Sequence[RawSeries], group: GroupFn, window_s: int
     vals: list[np.ndarray] = []
     fails: list[np.ndarray] = []
     for r in series:
-        g = _group_key(group, r.keys, 0.0, None, cache)
+        g = group_key(group, r.keys, 0.0, None, cache)
         if g is None:
             continue
-        gids.append(_dense_ids(index, g, r.t, window_s))
+        gids.append(dense_ids(index, g, r.t, window_s))
         vals.append(r.v)
         fails.append(r.failed)
     if not index:
@@ -457,10 +426,10 @@ def _group_packed_rollups(rows: Sequence[Any], nk: int, group: GroupFn, window_s
     blobs: list[bytes] = []
     lengths: list[np.ndarray] = []
     for r in rows:
-        g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
+        g = group_key(group, tuple(r[:nk]), 0.0, None, cache)
         if g is None:
             continue
-        gids.append(_dense_ids(index, g, np.frombuffer(r[nk], dtype=">f8"), window_s))
+        gids.append(dense_ids(index, g, np.frombuffer(r[nk], dtype=">f8"), window_s))
         for c, dtype in enumerate((">i8", ">i8", ">i8", ">f8", ">f8", ">f8", ">f8")):
             cols[c].append(np.frombuffer(r[nk + 1 + c], dtype=dtype))
         blobs.append(r[nk + 8])
@@ -497,60 +466,6 @@ def _group_packed_rollups(rows: Sequence[Any], nk: int, group: GroupFn, window_s
         out[g] = Distribution.sketched(Sketch(offset, row, float(bins.zero[j])), m)
     return out, SharedBins(offset, matrix, bins.zero, index)
 
-
-# --- group functions ------------------------------------------------------------------
-
-PAIR_GROUPINGS = ("all", "pair", "src", "dst", "topology_class", "payload_bytes", "zone_pair",
-                  "region_pair", "provider_pair")
-OTHER_GROUPINGS = {
-    "quorum": ("all", "agent", "group", "quorum"),
-    "storage": ("all", "agent", "target", "op", "size_bytes", "variant", "content", "copies",
-                "target_op_size", "provider_op_size"),
-}
-
-
-def group_fn(kind: str, group_by: str, fleet: Fleet,
-             target_provider: dict[uuid.UUID, str] | None = None) -> GroupFn:
-    spec = KIND_SPECS[kind]
-    if group_by == "all":
-        return lambda k: "all"
-    if spec.pair:
-        if group_by not in PAIR_GROUPINGS and not (kind == "throughput" and group_by == "proto"):
-            raise QueryError("group_by", f"group_by must be one of {', '.join(PAIR_GROUPINGS)}")
-        if group_by == "pair":
-            return lambda k: (str(k[0]), str(k[1]))
-        if group_by == "src":
-            return lambda k: str(k[0])
-        if group_by == "dst":
-            return lambda k: str(k[1])
-        if group_by == "topology_class":
-            return lambda k: fleet.topology_of(k[0], k[1])
-        if group_by == "payload_bytes":
-            return lambda k: k[2] if kind == "mesh" else None
-        if group_by == "proto":
-            return lambda k: k[2]
-        level = group_by.split("_")[0]
-        return lambda k: (fleet.level_of(k[0], level), fleet.level_of(k[1], level))
-    allowed = OTHER_GROUPINGS[kind]
-    if group_by not in allowed:
-        raise QueryError("group_by", f"group_by must be one of {', '.join(allowed)}")
-    if group_by == "agent":
-        return lambda k: str(k[0])
-    if kind == "quorum":
-        if group_by == "group":
-            return lambda k: k[1]
-        return lambda k: f"Q{k[2]}/{k[3]}"
-    col = {"target": 1, "op": 2, "variant": 3, "content": 4, "size_bytes": 5, "copies": 6}
-    if group_by in col:
-        i = col[group_by]
-        return lambda k: str(k[i]) if i == 1 else k[i]
-    if group_by == "target_op_size":
-        return lambda k: (str(k[1]), k[2], k[5])
-    tp = target_provider or {}
-    return lambda k: (tp.get(k[1], str(k[1])), k[2], k[5])
-
-
-# --- window levels (level shifts, cycles) ---------------------------------------------
 
 # Seed 003's window: minute rollups keep the medians of their two half-minutes for it.
 HALF_MINUTE = 30
@@ -610,7 +525,7 @@ async def load_levels(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Fi
             raise QueryError("resolution", "more than 5 million raw samples in range: widen "
                              "window_s to a multiple of 60 s or use a rollup resolution")
         for one in series:
-            g = _group_key(group, one.keys, 0.0, None, cache)
+            g = group_key(group, one.keys, 0.0, None, cache)
             if g is None:
                 continue
             j = index.setdefault(g, len(index))
@@ -631,7 +546,7 @@ async def load_levels(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Fi
             f"AND bucket_start < :e AND {prefix}_median IS NOT NULL{conds} "
             f"GROUP BY {keys_sql}"), params)).all()
         for r in rows:
-            g = _group_key(group, tuple(r[:nk]), 0.0, None, cache)
+            g = group_key(group, tuple(r[:nk]), 0.0, None, cache)
             if g is None:
                 continue
             j = index.setdefault(g, len(index))
