@@ -26,14 +26,19 @@ from stormwatch.services.analytics.filters import (
 )
 from stormwatch.services.analytics.group_stats import (
     grouped_weighted_medians,
-    sort_by_group_then_value,
 )
-from stormwatch.services.analytics.grouping import GroupFn, dense_ids, group_key
+from stormwatch.services.analytics.grouping import GroupFn, group_key
 from stormwatch.services.analytics.raw import (
     ADJUSTED_RAW,
     RAW_ROW_LIMIT,
-    RawSeries,
+    group_packed_raw,
     read_raw,
+)
+from stormwatch.services.analytics.rollup_reads import (
+    SharedBins,
+    group_packed_rollups,
+    packed_column,
+    packed_rollups_sql,
 )
 from stormwatch.services.analytics.sketches import (
     GroupedBins,
@@ -54,11 +59,6 @@ from stormwatch.services.analytics.source import (
 )
 from stormwatch.services.analytics.stats import Distribution, Moments
 
-# Tables whose minute and 5-minute rollups have covering per-series indexes (migrations 0005
-# and 0006), those levels, and the longest sketch the indexes hold.
-MINUTE_SERIES_INDEXED = ("mesh_rollups", "quorum_rollups")
-SERIES_INDEXED_LEVELS = (60, 300)
-MINUTE_INDEX_SKETCH_MAX = 1500
 # Beyond this span, hourly answers merge day-to-date sketches rather than every hour's.
 DAY_TO_DATE_MIN_SPAN = timedelta(hours=4)
 
@@ -80,14 +80,6 @@ def _with_raw_tail(grouped: Grouped, tail: dict[Any, Distribution]) -> Grouped:
                 sk = base.sketch.merge(sk)
         out[k] = Distribution.sketched(sk, m)
     return Grouped(grouped.source, out)
-
-
-@dataclass
-class SharedBins:
-    offset: int
-    matrix: np.ndarray
-    zero: np.ndarray
-    row_of: dict[Any, int]
 
 
 @dataclass
@@ -160,7 +152,7 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
         if sum(s.t.size for s in series) > RAW_ROW_LIMIT:
             raise QueryError("resolution", "more than 5 million raw samples in range: narrow "
                              "the range or filters, or use a rollup resolution")
-        return Grouped(source, _group_packed_raw(series, group, window_s))
+        return Grouped(source, group_packed_raw(series, group, window_s))
     # Where the org's minute rollups in range end (the (org, resolution, time) index answers).
     last_minute = (await session.execute(text(
         f"SELECT max(bucket_start) FROM {spec.table} WHERE org_id = :org AND bucket_s = 60 "
@@ -169,7 +161,7 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
     tail: dict[Any, Distribution] = {}
     span = raw_tail(source, f, rolled_until)
     if span is not None:
-        tail = _group_packed_raw(await read_raw(
+        tail = group_packed_raw(await read_raw(
             session, kind, value_sql, where, {**params, "s": span[0], "e": span[1]}),
             group, window_s)
     if (source.resolution == "1h" and window_s is None
@@ -178,48 +170,10 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
         if dtd is not None:
             return _with_raw_tail(Grouped(source, *dtd), tail)
     assert source.bucket_s is not None
-    rows = (await session.execute(text(_packed_rollups_sql(spec, prefix, where, source.bucket_s)),
+    rows = (await session.execute(text(packed_rollups_sql(spec, prefix, where, source.bucket_s)),
                                   params)).all()
-    return _with_raw_tail(Grouped(source, *_group_packed_rollups(rows, nk, group, window_s)),
+    return _with_raw_tail(Grouped(source, *group_packed_rollups(rows, nk, group, window_s)),
                           tail)
-
-
-def _packed(expr: str, send: str) -> str:
-    return f"string_agg({send}({expr}), ''::bytea)"
-
-
-def _packed_rollups_sql(spec: KindSpec, prefix: str, where: list[str], bucket_s: int) -> str:
-    """One row per series, each column the series' rows packed as binary (big-endian
-    numbers, concatenated sketches with their lengths): thousands of rollup rows reach
-    numpy as a few byte strings instead of Python row objects. The aggregates of one
-    query see the rows in the same order, so the columns stay aligned.
-
-    Minute and 5-minute rows of mesh and quorum series are read through the covering
-    per-series indexes of migrations 0005 and 0006 (an index-only scan of adjacent pages)
-    and, for the rare rows whose sketch is too long for that index, through its key-only
-    companion."""
-    keys_sql = ", ".join(spec.keys)
-    match = (f"org_id = :org AND bucket_s = {int(bucket_s)} AND bucket_start >= :s "
-             f"AND bucket_start < :e" + "".join(f" AND {c}" for c in where))
-    source = f"{spec.table} WHERE {match}"
-    if (bucket_s in SERIES_INDEXED_LEVELS and spec.table in MINUTE_SERIES_INDEXED
-            and prefix == spec.value_prefix):
-        fields = ", ".join([*spec.keys, "bucket_start", "sample_count", "failure_count",
-                            *(f"{prefix}_{c}" for c in ("count", "min", "max", "sum", "sum_sq",
-                                                         "sketch"))])
-        length = f"length({prefix}_sketch)"
-        source = (f"(SELECT {fields} FROM {spec.table} WHERE {match} AND {length} <= "
-                  f"{MINUTE_INDEX_SKETCH_MAX} UNION ALL SELECT {fields} FROM {spec.table} "
-                  f"WHERE {match} AND {length} > {MINUTE_INDEX_SKETCH_MAX}) AS r")
-    cols = [_packed("extract(epoch FROM bucket_start)::float8", "float8send"),
-            _packed("sample_count", "int8send"), _packed("failure_count", "int8send"),
-            _packed(f"{prefix}_count", "int8send"),
-            _packed(f"coalesce({prefix}_min, 'Infinity')", "float8send"),
-            _packed(f"coalesce({prefix}_max, '-Infinity')", "float8send"),
-            _packed(f"{prefix}_sum", "float8send"), _packed(f"{prefix}_sum_sq", "float8send"),
-            f"string_agg({prefix}_sketch, ''::bytea)",
-            _packed(f"length({prefix}_sketch)", "int4send")]
-    return f"SELECT {keys_sql}, {', '.join(cols)} FROM {source} GROUP BY {keys_sql}"
 
 
 async def _load_day_to_date(session: AsyncSession, spec: KindSpec, prefix: str,
@@ -364,8 +318,8 @@ async def _fetch_dtd(session: AsyncSession, spec: KindSpec, prefix: str, params:
     p = {f"w{i}": [w[0][i] for w in wanted] for i in range(nk)}
     p["wh"] = [w[1] for w in wanted]
     row = (await session.execute(text(
-        f"SELECT {_packed('x.i::int', 'int4send')}, "
-        f"{_packed(f'length(r.{prefix}_dtd_sketch)', 'int4send')}, "
+        f"SELECT {packed_column('x.i::int', 'int4send')}, "
+        f"{packed_column(f'length(r.{prefix}_dtd_sketch)', 'int4send')}, "
         f"string_agg(r.{prefix}_dtd_sketch, ''::bytea), bool_or(r.{prefix}_dtd_sketch IS NULL) "
         f"FROM unnest({arrays}, CAST(:wh AS timestamptz[])) WITH ORDINALITY "
         f"AS x({names}, hour, i) JOIN {spec.table} r ON r.org_id = :org AND r.bucket_s = 3600 "
@@ -377,94 +331,6 @@ async def _fetch_dtd(session: AsyncSession, spec: KindSpec, prefix: str, params:
     idx = np.frombuffer(row[0], dtype=">i4").astype(np.int64) - 1
     lengths = np.frombuffer(row[1], dtype=">i4").astype(np.int64)
     return idx, lengths, bytes(row[2])
-
-
-def _group_packed_raw(series: Sequence[RawSeries], group: GroupFn, window_s: int | None
-                      ) -> dict[Any, Distribution]:
-    """Exact distributions per group (and window) from read_raw's series."""
-    index: dict[Any, int] = {}
-    cache: dict[tuple[Any, ...], Any] = {}
-    gids: list[np.ndarray] = []
-    vals: list[np.ndarray] = []
-    fails: list[np.ndarray] = []
-    for r in series:
-        g = group_key(group, r.keys, 0.0, None, cache)
-        if g is None:
-            continue
-        gids.append(dense_ids(index, g, r.t, window_s))
-        vals.append(r.v)
-        fails.append(r.failed)
-    if not index:
-        return {}
-    n = len(index)
-    gid = np.concatenate(gids)
-    v = np.concatenate(vals)
-    # Samples without a value that did not fail (none today) still count as samples.
-    samples = np.bincount(gid, minlength=n)
-    failures = np.bincount(gid, weights=np.concatenate(fails), minlength=n)
-    ok = np.isfinite(v)
-    gid, v = gid[ok], v[ok]
-    order = sort_by_group_then_value(gid, v)  # each group's slice is sorted
-    gid, v = gid[order], v[order]
-    bounds = np.searchsorted(gid, np.arange(n + 1))
-    out: dict[Any, Distribution] = {}
-    for g, j in index.items():
-        d = Distribution.exact(v[bounds[j]:bounds[j + 1]], failures=int(failures[j]),
-                               presorted=True)
-        d.moments.samples = int(samples[j])
-        out[g] = d
-    return out
-
-
-def _group_packed_rollups(rows: Sequence[Any], nk: int, group: GroupFn, window_s: int | None
-                          ) -> tuple[dict[Any, Distribution], SharedBins | None]:
-    """Distributions per group (and window) from `_packed_rollups_sql` rows."""
-    index: dict[Any, int] = {}
-    cache: dict[tuple[Any, ...], Any] = {}
-    gids: list[np.ndarray] = []
-    cols: list[list[np.ndarray]] = [[] for _ in range(7)]
-    blobs: list[bytes] = []
-    lengths: list[np.ndarray] = []
-    for r in rows:
-        g = group_key(group, tuple(r[:nk]), 0.0, None, cache)
-        if g is None:
-            continue
-        gids.append(dense_ids(index, g, np.frombuffer(r[nk], dtype=">f8"), window_s))
-        for c, dtype in enumerate((">i8", ">i8", ">i8", ">f8", ">f8", ">f8", ">f8")):
-            cols[c].append(np.frombuffer(r[nk + 1 + c], dtype=dtype))
-        blobs.append(r[nk + 8])
-        lengths.append(np.frombuffer(r[nk + 9], dtype=">i4"))
-    n = len(index)
-    if n == 0:
-        return {}, None
-    gid = np.concatenate(gids)
-    samples, failures, counts, mins, maxs, sums, sums_sq = (
-        np.concatenate(c).astype(np.float64) for c in cols)
-    sample_n = np.bincount(gid, weights=samples, minlength=n)
-    failure_n = np.bincount(gid, weights=failures, minlength=n)
-    value_n = np.bincount(gid, weights=counts, minlength=n)
-    total = np.bincount(gid, weights=sums, minlength=n)
-    total_sq = np.bincount(gid, weights=sums_sq, minlength=n)
-    lo = np.full(n, np.inf)
-    hi = np.full(n, -np.inf)
-    np.minimum.at(lo, gid, mins)
-    np.maximum.at(hi, gid, maxs)
-    dec = decode_many(b"".join(bytes(b) for b in blobs),
-                      np.concatenate(lengths).astype(np.int64))
-    if not np.array_equal(dec.totals(), counts):
-        raise RuntimeError("rollup sketches and counts are out of step")
-    bins = GroupedBins(n)
-    bins.add_bins(gid[dec.sketch], dec.keys, dec.counts)
-    bins.zero += np.bincount(gid, weights=dec.zero, minlength=n)
-    offset, matrix = bins.matrix()
-    out: dict[Any, Distribution] = {}
-    for g, j in index.items():
-        m = Moments(samples=int(sample_n[j]), failures=int(failure_n[j]),
-                    count=int(value_n[j]), total=float(total[j]), total_sq=float(total_sq[j]),
-                    minimum=float(lo[j]), maximum=float(hi[j]))
-        row = matrix[j] if matrix.shape[1] else np.zeros(0)
-        out[g] = Distribution.sketched(Sketch(offset, row, float(bins.zero[j])), m)
-    return out, SharedBins(offset, matrix, bins.zero, index)
 
 
 # Seed 003's window: minute rollups keep the medians of their two half-minutes for it.

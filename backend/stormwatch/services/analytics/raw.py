@@ -1,7 +1,8 @@
 """Raw reads: every selected series' samples in a range as numpy columns (epoch seconds,
 values, failure flags), packed per series in SQL so millions of samples arrive as a few byte
-strings; mesh rows through their series ids (mesh_series, then mesh_raw), and the loss
-reasons of a few mesh series counted from their raw rows."""
+strings, and grouped into exact distributions per group (and window); mesh rows through
+their series ids (mesh_series, then mesh_raw), and the loss reasons of a few mesh series
+counted from their raw rows."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from stormwatch.services.analytics.filters import (
     load_fleet,
     where_clauses,
 )
+from stormwatch.services.analytics.group_stats import sort_by_group_then_value
+from stormwatch.services.analytics.grouping import GroupFn, dense_ids, group_key
+from stormwatch.services.analytics.stats import Distribution
 
 # Raw reads stop past this many samples: more are refused (a rollup level answers instead).
 RAW_ROW_LIMIT = 5_000_000
@@ -65,6 +69,43 @@ async def read_raw(session: AsyncSession, kind: str, value_sql: str, where: list
     return [RawSeries(tuple(r[:nk]), np.frombuffer(r[nk], dtype=">f8").astype(np.float64),
                       np.frombuffer(r[nk + 1], dtype=">f8").astype(np.float64),
                       np.frombuffer(r[nk + 2], dtype=np.uint8).astype(bool)) for r in rows]
+
+
+def group_packed_raw(series: Sequence[RawSeries], group: GroupFn, window_s: int | None
+                     ) -> dict[Any, Distribution]:
+    """Exact distributions per group (and window) from read_raw's series."""
+    index: dict[Any, int] = {}
+    cache: dict[tuple[Any, ...], Any] = {}
+    gids: list[np.ndarray] = []
+    vals: list[np.ndarray] = []
+    fails: list[np.ndarray] = []
+    for r in series:
+        g = group_key(group, r.keys, 0.0, None, cache)
+        if g is None:
+            continue
+        gids.append(dense_ids(index, g, r.t, window_s))
+        vals.append(r.v)
+        fails.append(r.failed)
+    if not index:
+        return {}
+    n = len(index)
+    gid = np.concatenate(gids)
+    v = np.concatenate(vals)
+    # Samples without a value that did not fail (none today) still count as samples.
+    samples = np.bincount(gid, minlength=n)
+    failures = np.bincount(gid, weights=np.concatenate(fails), minlength=n)
+    ok = np.isfinite(v)
+    gid, v = gid[ok], v[ok]
+    order = sort_by_group_then_value(gid, v)  # each group's slice is sorted
+    gid, v = gid[order], v[order]
+    bounds = np.searchsorted(gid, np.arange(n + 1))
+    out: dict[Any, Distribution] = {}
+    for g, j in index.items():
+        d = Distribution.exact(v[bounds[j]:bounds[j + 1]], failures=int(failures[j]),
+                               presorted=True)
+        d.moments.samples = int(samples[j])
+        out[g] = d
+    return out
 
 
 # --- raw mesh rows (migration 0014) ----------------------------------------------------
