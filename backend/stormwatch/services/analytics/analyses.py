@@ -28,7 +28,8 @@ from stormwatch.services.analytics.filters import (
     target_providers,
 )
 from stormwatch.services.analytics.grouping import group_fn
-from stormwatch.services.analytics.queries import load_grouped, load_levels
+from stormwatch.services.analytics.levels import load_levels
+from stormwatch.services.analytics.queries import load_grouped
 from stormwatch.services.analytics.raw import mesh_status_counts
 from stormwatch.services.analytics.sketches import Sketch, merge_sketches
 from stormwatch.services.analytics.stats import (
@@ -380,7 +381,7 @@ def _check_level_windows(f: Filters, window_s: int) -> None:
 async def _windowed_medians(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
                             window_s: int) -> tuple[Any, np.ndarray, np.ndarray]:
     """Window levels that are not quantised: exact medians from raw samples or from the
-    rollups' median columns (`queries.load_levels`), never sketch bins."""
+    rollups' median columns (`levels.load_levels`), never sketch bins."""
     _check_level_windows(f, window_s)
     lv = await load_levels(session, org_id, kind, f, window_s)
     if not lv.groups or not np.isfinite(lv.values[0]).any():
