@@ -1,6 +1,6 @@
-"""The analyses of the seeds on top of `queries`: summaries, windowed series, histograms,
-box plots, heatmaps, quorum vs node-to-node, storage comparisons, level shifts, cycles,
-asymmetry, detours, Welch's t-test and CV_RMSE. Return plain JSON-able dicts."""
+"""The analyses of the seeds on top of `grouped` and `levels`: summaries, windowed series,
+histograms, box plots, heatmaps, quorum vs node-to-node, storage comparisons, level shifts,
+cycles, asymmetry, detours, Welch's t-test and CV_RMSE. Return plain JSON-able dicts."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from stormwatch.services.analytics.filters import (
     load_fleet,
     target_providers,
 )
+from stormwatch.services.analytics.grouped import load_grouped
 from stormwatch.services.analytics.grouping import group_fn
 from stormwatch.services.analytics.levels import load_levels
-from stormwatch.services.analytics.queries import load_grouped
 from stormwatch.services.analytics.raw import mesh_status_counts
 from stormwatch.services.analytics.sketches import Sketch, merge_sketches
 from stormwatch.services.analytics.stats import (

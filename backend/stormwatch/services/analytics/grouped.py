@@ -1,6 +1,8 @@
-"""Queries behind the analysis API: they pick raw samples or a rollup level for the range,
-filter by the caller's org and the agents' metadata, and return exact or sketched
-distributions per group (and per window). No FastAPI here."""
+"""Distributions per group (and per window), the answer most analyses start from: the
+filters turned into SQL conditions, the source chosen for the range, then exact
+distributions from raw samples, or sketched ones merged from a rollup level (from
+day-to-date sketches for long hourly ranges) with the samples after the last rolled minute
+merged in raw; and many groups' quantiles at once from their shared bins."""
 
 from __future__ import annotations
 
