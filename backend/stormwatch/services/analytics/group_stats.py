@@ -13,13 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from stormwatch.services.analytics.sketches import (
-    MIN_INDEXABLE,
-    Sketch,
-    decode,
-    encode,
-    value_keys,
-)
+from stormwatch.services.analytics.sketches import MIN_INDEXABLE, Sketch, decode, encode, value_keys
 
 # Cells of the dense (group x bin) matrix built at once when sketching many groups.
 _DENSE_CELLS = 4_000_000

@@ -37,36 +37,9 @@ from stormwatch.services.analytics.rollup_reads import (
     group_packed_rollups,
     packed_rollups_sql,
 )
-from stormwatch.services.analytics.sketches import (
-    Sketch,
-    grouped_quantiles,
-)
-from stormwatch.services.analytics.source import (
-    Source,
-    choose_source,
-    few_series,
-    raw_tail,
-)
+from stormwatch.services.analytics.sketches import Sketch, grouped_quantiles
+from stormwatch.services.analytics.source import Source, choose_source, few_series, raw_tail
 from stormwatch.services.analytics.stats import Distribution, Moments
-
-
-def _with_raw_tail(grouped: Grouped, tail: dict[Any, Distribution]) -> Grouped:
-    """Rollup distributions with the raw tail's samples merged in (as sketches, so every
-    group keeps the rollups' 1% guarantee and one representation)."""
-    if not tail:
-        return grouped
-    out = dict(grouped.groups)
-    for k, t in tail.items():
-        sk = Sketch.from_values(t.values if t.values is not None else [])
-        m = Moments()
-        m.add(t.moments)
-        base = out.get(k)
-        if base is not None:
-            m.add(base.moments)
-            if base.sketch is not None:
-                sk = base.sketch.merge(sk)
-        out[k] = Distribution.sketched(sk, m)
-    return Grouped(grouped.source, out)
 
 
 @dataclass
@@ -163,3 +136,20 @@ async def load_grouped(session: AsyncSession, org_id: uuid.UUID, kind: str, f: F
                           tail)
 
 
+def _with_raw_tail(grouped: Grouped, tail: dict[Any, Distribution]) -> Grouped:
+    """Rollup distributions with the raw tail's samples merged in (as sketches, so every
+    group keeps the rollups' 1% guarantee and one representation)."""
+    if not tail:
+        return grouped
+    out = dict(grouped.groups)
+    for k, t in tail.items():
+        sk = Sketch.from_values(t.values if t.values is not None else [])
+        m = Moments()
+        m.add(t.moments)
+        base = out.get(k)
+        if base is not None:
+            m.add(base.moments)
+            if base.sketch is not None:
+                sk = base.sketch.merge(sk)
+        out[k] = Distribution.sketched(sk, m)
+    return Grouped(grouped.source, out)
