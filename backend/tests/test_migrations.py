@@ -191,18 +191,19 @@ def test_the_timescaledb_retention_backstop_keeps_what_an_org_may_keep(db, servi
 def test_minute_rollups_of_a_series_are_read_through_its_covering_index(db):
     """The analytics queries split minute rows at the sketch length the partial covering
     index of migration 0005 holds; a pair's range is then an index-only scan."""
-    from stormwatch.services.analytics import queries
+    from stormwatch.services.analytics import rollup_reads
+    from stormwatch.services.analytics.filters import KIND_SPECS
 
     with db.connect() as c:
         defs = dict(c.execute(text(
             "SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE "
             "'ix_%_rollups_minute_%'")).all())
-        assert set(defs) == {f"ix_{t}_minute_{k}" for t in queries.MINUTE_SERIES_INDEXED
+        assert set(defs) == {f"ix_{t}_minute_{k}" for t in rollup_reads.MINUTE_SERIES_INDEXED
                              for k in ("series", "large")}
         for name, definition in defs.items():
-            assert f"{queries.MINUTE_INDEX_SKETCH_MAX})" in definition, (name, definition)
-        sql = queries._packed_rollups_sql(queries.KIND_SPECS["mesh"], "rtt_us",
-                                          ["src_agent_id = ANY(:srcs)"], 60)
+            assert f"{rollup_reads.MINUTE_INDEX_SKETCH_MAX})" in definition, (name, definition)
+        sql = rollup_reads.packed_rollups_sql(KIND_SPECS["mesh"], "rtt_us",
+                                              ["src_agent_id = ANY(:srcs)"], 60)
         sql = sql.replace(":org", "CAST(:org AS uuid)")
         # Whether the index can serve the query, not what a near-empty table costs.
         c.execute(text("SET LOCAL enable_seqscan = off"))

@@ -39,7 +39,7 @@ from stormwatch.devtools.services import (
     server_shared_buffers,
     wait_for_port,
 )
-from stormwatch.services.rollups import merge_stat_rows, stats_from_values
+from stormwatch.services.analytics.group_stats import merge_stat_rows, stats_from_values
 
 DAYS = int(os.environ.get("BENCH_DAYS", "7"))
 RAW_HOURS = int(os.environ.get("BENCH_RAW_HOURS", "24"))

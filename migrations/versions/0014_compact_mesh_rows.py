@@ -5,7 +5,7 @@ and the raw rows go to mesh_raw (time, series_id, rtt_us, round, status): one 4-
 instead of three uuids and a payload size per row. mesh_raw has one b-tree, on
 (series_id, time), which serves every raw read the product makes: a series' window, and an
 org's window as one range scan per series of the org (the analyses pick the series in
-mesh_series first, services/analytics/queries.py). On plain PostgreSQL a BRIN index on time
+mesh_series first, services/analytics/raw.py). On plain PostgreSQL a BRIN index on time
 (a few pages for a day) serves the reads of every series at once (rollup sweeps); on
 TimescaleDB the hour chunks do that.
 

@@ -108,7 +108,7 @@ async def test_a_plan_applied_twice_from_one_snapshot_acts_once(services: Any, d
     """The compare-and-set itself: two workers holding the same rule version race to apply
     the same transition; the second finds the version moved and writes nothing."""
     from stormwatch.services.alerts import evaluate as ev
-    from stormwatch.services.analytics.queries import load_fleet
+    from stormwatch.services.analytics.filters import load_fleet
 
     a, b = make_agents(db, org.org_id, [{"name": "a"}, {"name": "b"}])
     start = aligned_now() - timedelta(seconds=3 * WINDOW_S)

@@ -7,7 +7,7 @@ import uuid
 
 from stormwatch.services.alerts.metrics import METRICS
 from stormwatch.services.alerts.scope import matcher, to_filters
-from stormwatch.services.analytics.queries import AgentInfo, Fleet
+from stormwatch.services.analytics.filters import AgentInfo, Fleet
 
 SITES = {"w": ("azure", "westeurope", "1"), "e": ("azure", "eastus", "1"),
          "o": ("onprem", "westeurope", "1")}

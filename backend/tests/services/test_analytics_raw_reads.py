@@ -8,7 +8,7 @@ import uuid
 
 import numpy as np
 
-from stormwatch.services.analytics.queries import RawSeries, _group_packed_raw
+from stormwatch.services.analytics.raw import RawSeries, group_packed_raw
 
 
 def _series(rng: np.random.Generator, shift: float) -> list[RawSeries]:
@@ -30,8 +30,8 @@ def test_whole_and_fractional_values_group_into_the_same_sorted_distributions() 
     fractional = [RawSeries(s.keys, s.t, s.v + 0.5, s.failed) for s in whole]
     for group, window_s in ((lambda k: k[0], None), (lambda k: "all", 60),
                             (lambda k: (k[0], k[1]), 300)):
-        got = _group_packed_raw(whole, group, window_s)
-        ref = _group_packed_raw(fractional, group, window_s)
+        got = group_packed_raw(whole, group, window_s)
+        ref = group_packed_raw(fractional, group, window_s)
         assert got.keys() == ref.keys() and got
         for key, d in got.items():
             assert d.values is not None and ref[key].values is not None
@@ -40,7 +40,7 @@ def test_whole_and_fractional_values_group_into_the_same_sorted_distributions() 
             assert (d.moments.samples, d.moments.failures, d.moments.count) == (
                 ref[key].moments.samples, ref[key].moments.failures, ref[key].moments.count)
     # Every sample is counted once, each loss as a failure without a value.
-    every = _group_packed_raw(whole, lambda k: "all", None)["all"]
+    every = group_packed_raw(whole, lambda k: "all", None)["all"]
     assert every.moments.samples == sum(s.t.size for s in whole)
     assert every.moments.failures == sum(int(s.failed.sum()) for s in whole)
     assert every.moments.count == sum(int(np.isfinite(s.v).sum()) for s in whole)
@@ -53,6 +53,6 @@ def test_a_group_of_losses_only_has_samples_and_failures_but_no_values() -> None
     t = np.arange(10, dtype=np.float64)
     lost = RawSeries((uuid.uuid4(), uuid.uuid4(), 64), t, np.full(10, np.nan),
                      np.ones(10, dtype=bool))
-    d = _group_packed_raw([lost], lambda k: "all", None)["all"]
+    d = group_packed_raw([lost], lambda k: "all", None)["all"]
     assert (d.moments.samples, d.moments.failures, d.moments.count) == (10, 10, 0)
     assert d.quantiles([0.5]) == [None]

@@ -11,14 +11,9 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
 
-from stormwatch.services.analytics.queries import (
-    KIND_SPECS,
-    MINUTE_INDEX_SKETCH_MAX,
-    Filters,
-    QueryError,
-    _packed_rollups_sql,
-    choose_source,
-)
+from stormwatch.services.analytics.filters import KIND_SPECS, Filters, QueryError
+from stormwatch.services.analytics.rollup_reads import MINUTE_INDEX_SKETCH_MAX, packed_rollups_sql
+from stormwatch.services.analytics.source import choose_source
 
 NOW = datetime(2026, 11, 23, 12, 34, 56, tzinfo=UTC)
 PAIRS = 576  # the bench's 24-agent fleet
@@ -111,9 +106,9 @@ def test_five_minute_rows_of_a_series_are_read_through_its_covering_index(db: En
         for name, definition in defs.items():
             assert "(bucket_s = 300)" in definition, (name, definition)
             assert f"{MINUTE_INDEX_SKETCH_MAX})" in definition, (name, definition)
-        sql = _packed_rollups_sql(KIND_SPECS["mesh"], "rtt_us",
-                                  ["src_agent_id = ANY(:srcs)", "dst_agent_id = ANY(:dsts)"],
-                                  300)
+        sql = packed_rollups_sql(KIND_SPECS["mesh"], "rtt_us",
+                                 ["src_agent_id = ANY(:srcs)", "dst_agent_id = ANY(:dsts)"],
+                                 300)
         sql = sql.replace(":org", "CAST(:org AS uuid)")
         # Whether the index can serve the query, not what a near-empty table costs.
         c.execute(text("SET LOCAL enable_seqscan = off"))
@@ -149,7 +144,7 @@ def test_the_database_accepts_five_minute_rows_and_no_other_new_level(db: Engine
 
 def _tail(span: timedelta, rolled_until: datetime | None, resolution: str = "1m"
           ) -> tuple[datetime, datetime] | None:
-    from stormwatch.services.analytics.queries import Source, raw_tail
+    from stormwatch.services.analytics.source import Source, raw_tail
 
     f = Filters(start=NOW - span, end=NOW)
     return raw_tail(Source(resolution, f.start, f.end), f, rolled_until)  # type: ignore[arg-type]

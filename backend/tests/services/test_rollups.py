@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from stormwatch.services import rollups
+from stormwatch.services.analytics import group_stats
 from stormwatch.services.analytics.sketches import decode, merge_sketches
 
 PCTS = [0.5, 0.9, 0.99, 0.999, 0.9999]
@@ -579,19 +580,19 @@ def test_fractional_values_roll_up_to_the_same_bits_whatever_order_the_rows_come
     v = rng.lognormal(np.log(4e8), 0.3, 5000)
     g = rng.integers(0, 7, v.size)
     late = rng.random(v.size) < 0.5
-    minute = rollups.stats_from_values(v, g, 7, late)
+    minute = group_stats.stats_from_values(v, g, 7, late)
     rows = np.arange(7) % 2  # the seven groups' rows merged into two coarser ones
-    merged = rollups.merge_stat_rows(rows, 2, minute.count.astype(np.float64), minute.minimum,
-                                     minute.maximum, minute.total, minute.total_sq,
-                                     minute.sketches)
+    merged = group_stats.merge_stat_rows(rows, 2, minute.count.astype(np.float64),
+                                         minute.minimum, minute.maximum, minute.total,
+                                         minute.total_sq, minute.sketches)
     for _ in range(3):
         p = rng.permutation(v.size)
-        again = rollups.stats_from_values(v[p], g[p], 7, late[p])
+        again = group_stats.stats_from_values(v[p], g[p], 7, late[p])
         assert again.total.tobytes() == minute.total.tobytes()
         assert again.total_sq.tobytes() == minute.total_sq.tobytes()
         assert again.sketches == minute.sketches
         q = rng.permutation(7)
-        shuffled = rollups.merge_stat_rows(
+        shuffled = group_stats.merge_stat_rows(
             rows[q], 2, minute.count[q].astype(np.float64), minute.minimum[q],
             minute.maximum[q], minute.total[q], minute.total_sq[q],
             [minute.sketches[i] for i in q])

@@ -33,7 +33,7 @@ from stormwatch.schemas.advisors import (
 from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.services import audit
 from stormwatch.services.advisors import catalog, measured, placement, rankings, results, timeouts
-from stormwatch.services.analytics.queries import QueryError
+from stormwatch.services.analytics.filters import QueryError
 
 router = APIRouter(tags=["advisors"])
 

@@ -27,7 +27,7 @@ from stormwatch.services import vocabularies as vocab
 from stormwatch.services.alerts import rules as svc
 from stormwatch.services.alerts.backtest import backtest
 from stormwatch.services.alerts.validation import RuleInvalid
-from stormwatch.services.analytics.queries import QueryError
+from stormwatch.services.analytics.filters import QueryError
 
 router = APIRouter(tags=["alerts"])
 

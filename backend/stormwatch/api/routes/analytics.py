@@ -32,7 +32,7 @@ from stormwatch.schemas.analytics import (
 )
 from stormwatch.schemas.types import IsoDatetime
 from stormwatch.services.analytics import analyses
-from stormwatch.services.analytics.queries import Filters, QueryError
+from stormwatch.services.analytics.filters import Filters, QueryError
 from stormwatch.services.analytics.stats import SUMMARY_PERCENTILES, parse_percentiles
 
 router = APIRouter(prefix="/analytics", tags=["analytics"])

@@ -18,7 +18,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from stormwatch.models import PricingOverride
 from stormwatch.services.advisors import catalog, equations, placement, rankings, timeouts
 from stormwatch.services.analytics.coverage import data_start
-from stormwatch.services.analytics.queries import Filters, Fleet, load_fleet, load_grouped
+from stormwatch.services.analytics.filters import Filters, Fleet, load_fleet
+from stormwatch.services.analytics.grouped import load_grouped
 from stormwatch.services.analytics.stats import Distribution
 
 MS = 1000.0  # µs per ms

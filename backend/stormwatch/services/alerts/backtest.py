@@ -36,7 +36,7 @@ from stormwatch.services.alerts.values import (
     rollup_windows,
 )
 from stormwatch.services.analytics.coverage import data_start
-from stormwatch.services.analytics.queries import KIND_SPECS, Filters, _where
+from stormwatch.services.analytics.filters import KIND_SPECS, Filters, where_clauses
 
 RAW_BACKTEST_ROWS = 2_000_000
 RAW_TAIL = timedelta(minutes=15)
@@ -80,7 +80,7 @@ async def backtest(session: AsyncSession, org_id: uuid.UUID, draft: dict[str, An
     else:
         spec = KIND_SPECS[metric.kind]
         params: dict[str, Any] = {}
-        where, n_est = _where(spec, fleet, Filters(start=start, end=end, **{
+        where, n_est = where_clauses(spec, fleet, Filters(start=start, end=end, **{
             k: v for k, v in f.__dict__.items() if k not in ("start", "end")}), params)
         if w % 60 == 0:
             tail = max(s_e, (epoch(end - RAW_TAIL)) // w * w)

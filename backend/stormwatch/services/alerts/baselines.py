@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from stormwatch.services.alerts.metrics import MetricKind
 from stormwatch.services.alerts.scope import SeriesKey
 from stormwatch.services.alerts.values import hourly_distributions, merged_value
-from stormwatch.services.analytics.queries import Filters, Fleet
+from stormwatch.services.analytics.filters import Filters, Fleet
 from stormwatch.services.analytics.stats import Distribution
 
 HOUR = 3600

@@ -67,7 +67,7 @@ from stormwatch.services.alerts.values import (
     rollup_windows,
     silence_windows,
 )
-from stormwatch.services.analytics.queries import Fleet, QueryError, load_fleet
+from stormwatch.services.analytics.filters import Fleet, QueryError, load_fleet
 
 log = logging.getLogger("stormwatch.alerts")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from stormwatch.services.analytics.queries import KIND_SPECS, KindSpec
+from stormwatch.services.analytics.filters import KIND_SPECS, KindSpec
 
 # Percentiles the editor offers; any pX with 0 < X < 100 is accepted.
 PERCENTILES = ("p50", "p75", "p90", "p95", "p99", "p99.9", "p99.99", "p99.999")

@@ -1,4 +1,4 @@
-"""A rule's scope: the analysis API's filters (services/analytics/queries.Filters), turned into
+"""A rule's scope: the analysis API's filters (services/analytics/filters.Filters), turned into
 a test on series keys so one batched read serves every rule, plus what a series is called."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from stormwatch.services.alerts.metrics import MetricKind
-from stormwatch.services.analytics.queries import KIND_SPECS, Filters, Fleet, _where
+from stormwatch.services.analytics.filters import KIND_SPECS, Filters, Fleet, where_clauses
 from stormwatch.services.analytics.zones import zone_key
 
 SeriesKey = tuple[Any, ...]
@@ -42,7 +42,7 @@ def to_filters(scope: dict[str, Any], adjusted: bool = False,
 def check_applicable(metric: MetricKind, f: Filters, fleet: Fleet) -> None:
     """The analysis API's own checks (QueryError naming the filter)."""
     if metric.kind is not None:
-        _where(KIND_SPECS[metric.kind], fleet, f, {})
+        where_clauses(KIND_SPECS[metric.kind], fleet, f, {})
 
 
 def matcher(metric: MetricKind, f: Filters, fleet: Fleet) -> Callable[[SeriesKey], bool]:

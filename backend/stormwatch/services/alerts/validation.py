@@ -20,7 +20,7 @@ from stormwatch.services.alerts.scope import (
     matcher,
     to_filters,
 )
-from stormwatch.services.analytics.queries import KIND_SPECS, Fleet, QueryError, load_fleet
+from stormwatch.services.analytics.filters import KIND_SPECS, Fleet, QueryError, load_fleet
 from stormwatch.services.analytics.zones import first_zone_problem, zone_key
 
 DEFAULT_STORAGE_INTERVAL_S = 600

@@ -17,15 +17,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.services.alerts.metrics import MetricKind, parse_percentile
 from stormwatch.services.alerts.scope import SeriesKey
-from stormwatch.services.analytics.queries import (
-    ADJUSTED_RAW,
-    KIND_SPECS,
-    MESH_RAW_FROM,
-    Filters,
-    Fleet,
-    load_grouped,
-    mesh_series_ids,
-)
+from stormwatch.services.analytics.filters import KIND_SPECS, Filters, Fleet
+from stormwatch.services.analytics.grouped import load_grouped
+from stormwatch.services.analytics.raw import ADJUSTED_RAW, MESH_RAW_FROM, mesh_series_ids
 from stormwatch.services.analytics.sketches import merge_sketches
 from stormwatch.services.analytics.stats import Distribution, Moments
 

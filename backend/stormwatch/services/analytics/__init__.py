@@ -1,2 +1,3 @@
-"""Analytics: mergeable sketches, exact and sketched distributions, change points and the
-queries behind the analysis API."""
+"""Analytics: mergeable sketches, exact and sketched distributions, change points, and the
+reads behind the analysis API (filters and fleet, source choice, raw and rollup reads,
+day-to-date sketches, grouped distributions and window levels)."""

@@ -1,6 +1,6 @@
-"""The analyses of the seeds on top of `queries`: summaries, windowed series, histograms,
-box plots, heatmaps, quorum vs node-to-node, storage comparisons, level shifts, cycles,
-asymmetry, detours, Welch's t-test and CV_RMSE. Return plain JSON-able dicts."""
+"""The analyses of the seeds on top of `grouped` and `levels`: summaries, windowed series,
+histograms, box plots, heatmaps, quorum vs node-to-node, storage comparisons, level shifts,
+cycles, asymmetry, detours, Welch's t-test and CV_RMSE. Return plain JSON-able dicts."""
 
 from __future__ import annotations
 
@@ -19,18 +19,18 @@ from stormwatch.models.samples import MESH_STATUSES
 from stormwatch.services.analytics.changepoints import cyclical_pattern, level_shifts
 from stormwatch.services.analytics.coverage import data_start
 from stormwatch.services.analytics.detours import PathRtt, find_detours, path_key
-from stormwatch.services.analytics.queries import (
+from stormwatch.services.analytics.filters import (
     KIND_SPECS,
     Filters,
     Fleet,
     QueryError,
-    group_fn,
     load_fleet,
-    load_grouped,
-    load_levels,
-    mesh_status_counts,
     target_providers,
 )
+from stormwatch.services.analytics.grouped import load_grouped
+from stormwatch.services.analytics.grouping import group_fn
+from stormwatch.services.analytics.levels import load_levels
+from stormwatch.services.analytics.raw import mesh_status_counts
 from stormwatch.services.analytics.sketches import Sketch, merge_sketches
 from stormwatch.services.analytics.stats import (
     Distribution,
@@ -381,7 +381,7 @@ def _check_level_windows(f: Filters, window_s: int) -> None:
 async def _windowed_medians(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
                             window_s: int) -> tuple[Any, np.ndarray, np.ndarray]:
     """Window levels that are not quantised: exact medians from raw samples or from the
-    rollups' median columns (`queries.load_levels`), never sketch bins."""
+    rollups' median columns (`levels.load_levels`), never sketch bins."""
     _check_level_windows(f, window_s)
     lv = await load_levels(session, org_id, kind, f, window_s)
     if not lv.groups or not np.isfinite(lv.values[0]).any():

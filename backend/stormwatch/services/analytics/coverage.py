@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from stormwatch.services.analytics.queries import KIND_SPECS
+from stormwatch.services.analytics.filters import KIND_SPECS
 
 
 async def data_start(session: AsyncSession, org_id: uuid.UUID, kind: str | None,
