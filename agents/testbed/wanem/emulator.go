@@ -69,7 +69,7 @@ func (e *Emulator) Listen() (Status, error) {
 	st := Status{Mesh: map[string]string{}, Storage: map[string]string{}, Steps: e.steps, Start: e.start.UTC()}
 	for _, r := range e.cfg.Mesh {
 		dst := r
-		p := &Proxy{Upstream: r.Upstream, PeekBytes: meshHeaderLen, Log: e.log,
+		p := &Proxy{Upstream: r.Upstream, PeekBytes: meshHeaderLen, Log: e.log, Echo: true,
 			Choose: func(ctx context.Context, peek []byte) (*Link, *Link, error) { return e.meshLinks(ctx, peek, dst) }}
 		if err := p.Listen(r.Listen); err != nil {
 			return st, fmt.Errorf("mesh route %s: %w", r.Name, err)

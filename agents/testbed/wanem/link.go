@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -17,8 +16,9 @@ import (
 type Link struct {
 	// OneWay is the base one-way delay (half the table's round trip).
 	OneWay time.Duration
-	// JitterFrac is the standard deviation of the delay as a fraction of OneWay (Gaussian,
-	// clipped at zero), so the median stays at OneWay.
+	// JitterFrac scales the jitter: a half-normal delay added to OneWay whose σ is this
+	// fraction of it. Queues only ever hold a packet longer, so OneWay is the floor (no chunk
+	// is faster than the table) and the median sits 0.67 σ above it.
 	JitterFrac float64
 	// SpikeProb is the chance that a chunk is held for a tail spike of SpikeMinX..SpikeMaxX
 	// times the round trip, at most SpikeCap (so a spike shows as a slow reply, not a loss).
@@ -28,10 +28,6 @@ type Link struct {
 	// BytesPerS limits throughput (0: unlimited): a chunk of n bytes leaves n/BytesPerS after
 	// the previous one.
 	BytesPerS float64
-
-	// lateness is how late, in nanoseconds, this link's chunks have lately been written after
-	// their due time; writers aim that much early (see noteLateness).
-	lateness atomic.Int64
 
 	mu    sync.Mutex
 	rng   *rand.Rand
@@ -80,7 +76,7 @@ func (l *Link) Delay(t time.Time) time.Duration {
 	base := l.level(t)
 	d := float64(base)
 	if l.JitterFrac > 0 {
-		d += l.rng.NormFloat64() * l.JitterFrac * float64(base)
+		d += math.Abs(l.rng.NormFloat64()) * l.JitterFrac * float64(base)
 	}
 	if l.SpikeProb > 0 && l.rng.Float64() < l.SpikeProb {
 		x := l.SpikeMinX + l.rng.Float64()*(l.SpikeMaxX-l.SpikeMinX)
@@ -95,6 +91,7 @@ func (l *Link) Delay(t time.Time) time.Duration {
 
 // Precision is how far a path's median round trip (a few hundred round trips) may move when
 // nothing of its own changes, on a loaded two-core machine: paths share no state (each link
-// has its own random source, steps and timing correction), only the machine's scheduler, so
-// another path's step, delay or stalled reader moves it by no more than that noise.
+// has its own random source and steps, each connection its own estimate of the proxy's
+// hop), only the machine's scheduler, so another path's step, delay or stalled reader moves
+// it by no more than that noise.
 const Precision = 2 * time.Millisecond

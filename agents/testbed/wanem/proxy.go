@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +23,9 @@ type Proxy struct {
 	PeekBytes int
 	Choose    Chooser
 	Log       *slog.Logger
+	// Echo says the upstream answers each message as soon as it has it (the mesh's echo
+	// servers): the proxy then measures the hop it adds and takes it off the delay (see hop).
+	Echo bool
 
 	ln net.Listener
 	wg sync.WaitGroup
@@ -120,10 +125,14 @@ func (p *Proxy) handle(ctx context.Context, client net.Conn) {
 	}
 	defer server.Close()
 	noDelay(server)
+	var h *hop
+	if p.Echo {
+		h = &hop{}
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.forward(server, client, up, peek) }()
-	go func() { defer wg.Done(); p.forward(client, server, down, nil) }()
+	go func() { defer wg.Done(); p.forward(server, client, up, peek, h, true) }()
+	go func() { defer wg.Done(); p.forward(client, server, down, nil, h, false) }()
 	wg.Wait()
 }
 
@@ -134,30 +143,34 @@ func noDelay(c net.Conn) {
 }
 
 type chunk struct {
-	b     []byte
-	due   time.Time
-	delay time.Duration // what the link added
+	b   []byte
+	due time.Time
 }
 
 // forward copies src to dst, each read held until its due time: its arrival plus the link's
 // delay, never before the chunk ahead of it (a TCP stream stays in order), and with a
 // bandwidth limit no sooner than the link can have carried it. first is sent ahead of the
 // rest, stamped when the copy starts.
-func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte) {
+func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte, h *hop, request bool) {
 	q := make(chan chunk, queueChunks)
 	go func() {
 		defer close(q)
 		var last, txFree time.Time
 		stamp := func(b []byte) {
 			now := time.Now()
+			if !request {
+				h.replied(now)
+			}
 			tx := now
 			if l.BytesPerS > 0 {
 				tx = maxTime(now, txFree).Add(time.Duration(float64(len(b)) / l.BytesPerS * float64(time.Second)))
 				txFree = tx
 			}
-			due := maxTime(tx.Add(l.Delay(now)), last)
+			// A chunk never leaves before the link's delay, less the hop the proxy adds, has
+			// passed: jitter, spikes and late wake-ups only ever add to the table's figure.
+			due := maxTime(tx.Add(max(l.Delay(now)-h.oneWay(), 0)), last)
 			last = due
-			q <- chunk{b, due, due.Sub(now)}
+			q <- chunk{b, due}
 		}
 		if len(first) > 0 {
 			stamp(first)
@@ -176,16 +189,10 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte) {
 	var t *time.Timer
 	for c := range q {
 		// The runtime's timers wake about a millisecond late here: sleep to just before the
-		// due time, then yield until it (sub-millisecond intra-region paths stay true). On a
-		// loaded machine a timer's wake-up is later still: chunks long enough to sleep aim
-		// that much early (see noteLateness); only they teach the correction, and only to
-		// their own link, so one path's delay or step never moves another's.
-		timed := c.delay > 2*timerSlack
-		target := c.due
-		if timed {
-			target = c.due.Add(-min(time.Duration(l.lateness.Load()), c.delay/2))
-		}
-		if wait := time.Until(target) - timerSlack; wait > 0 {
+		// due time, then yield until it (sub-millisecond intra-region paths stay true). A
+		// chunk is never written early: on a loaded machine a late wake-up shows as a slightly
+		// longer round trip, as queueing would on a real path, never as a shorter one.
+		if wait := time.Until(c.due) - timerSlack; wait > 0 {
 			if t == nil {
 				t = time.NewTimer(wait)
 			} else {
@@ -193,11 +200,11 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte) {
 			}
 			<-t.C
 		}
-		for time.Now().Before(target) {
+		for time.Now().Before(c.due) {
 			runtime.Gosched()
 		}
-		if timed {
-			l.noteLateness(time.Since(c.due))
+		if request {
+			h.sending(time.Now())
 		}
 		if _, err := dst.Write(c.b); err != nil {
 			src.Close()
@@ -214,17 +221,79 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte) {
 	}
 }
 
-// maxCompensation bounds the correction: a stall longer than this is the machine's, not a
-// scheduling habit, and is left to show.
-const maxCompensation = 20 * time.Millisecond
+// hop is what the proxy adds to one connection's round trips. A path through it crosses two
+// loopback hops each way where a network crosses one, and wakes the proxy twice: without
+// taking that off, a 0.8 ms cross-AZ round trip came out at 1.1 ms on a quiet two-core
+// machine and 1.5–1.8 ms on a loaded one. The proxy sees the same cost on its upstream side:
+// from writing a message to the echo server to reading the reply is one hop each way and one
+// wake-up of a process, which is what the client's side adds. The fastest of the recent
+// turns is taken off (half in each direction), so what is taken off is what the hop always
+// costs, and never more than hopCap each way: on a loaded machine every turn waits for the
+// echo server's process to be scheduled, and taking that off (a low decile, then even the
+// fastest turn) put minimums up to 3.9 ms under the table. A busy machine shows as a longer
+// round trip, never as one under the table.
+// A turn of more than one chunk each way (a large message, or a second message sent before
+// the reply) is not a hop's cost and is not counted. A nil hop takes nothing off.
+type hop struct {
+	mu      sync.Mutex
+	sent    time.Time // when the open turn's message was written upstream (zero: none open)
+	chunks  int       // chunks written upstream in the open turn
+	turns   []time.Duration
+	next    int
+	oneWayN atomic.Int64
+}
 
-// noteLateness moves the link's correction by a 32nd of a write's lateness. Lateness is
-// measured against the true due time, correction included, so the correction settles where
-// writes are on time on average (an integral controller). Half a chunk's delay at most is
-// ever taken off, so a short path keeps most of its delay whatever the machine does.
-func (l *Link) noteLateness(late time.Duration) {
-	next := l.lateness.Load() + int64(late)/32
-	l.lateness.Store(min(max(next, 0), int64(maxCompensation)))
+// hopTurns is how many recent turns the estimate comes from (half a minute at the demo's
+// 2 rounds/s); hopCap is the most taken off each way, about what the extra loopback hop and
+// wake-up cost on a quiet two-core machine.
+const (
+	hopTurns = 64
+	hopCap   = 75 * time.Microsecond
+)
+
+func (h *hop) sending(now time.Time) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sent.IsZero() {
+		h.sent = now
+	}
+	h.chunks++
+}
+
+func (h *hop) replied(now time.Time) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sent.IsZero() {
+		return // the rest of a reply, or a reply to nothing this proxy timed
+	}
+	if h.chunks == 1 {
+		h.note(now.Sub(h.sent))
+	}
+	h.sent, h.chunks = time.Time{}, 0
+}
+
+func (h *hop) note(turn time.Duration) {
+	if len(h.turns) < hopTurns {
+		h.turns = append(h.turns, turn)
+	} else {
+		h.turns[h.next] = turn
+		h.next = (h.next + 1) % hopTurns
+	}
+	h.oneWayN.Store(int64(min(slices.Min(h.turns)/2, hopCap)))
+}
+
+// oneWay is the share of the hop taken off each direction's delay.
+func (h *hop) oneWay() time.Duration {
+	if h == nil {
+		return 0
+	}
+	return time.Duration(h.oneWayN.Load())
 }
 
 func maxTime(a, b time.Time) time.Time {
