@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import orjson
 from sqlalchemy import Engine
 
@@ -115,3 +116,10 @@ def serving(cmd: list[str], env: Mapping[str, str], cwd: Path, log: Path, port: 
         yield proc
     finally:
         stop_group(proc, 30)
+
+
+def heavy_tailed(rng: np.random.Generator, n: int, median_us: float) -> np.ndarray:
+    """Round trips with a lognormal body around median_us and rare 1000x spikes."""
+    v = rng.lognormal(np.log(median_us), 0.4, n)
+    v[rng.random(n) < 0.0005] *= 1000.0  # rare 1000x spikes
+    return np.maximum(np.round(v), 1).astype(np.int64)

@@ -1,5 +1,7 @@
-"""Fixtures for the account tests: an API whose system mail goes to a local SMTP server
-(aiosmtpd) and whose links point back at itself."""
+"""Fixtures for the API tests: `server` and `client`, an API of the test module's own (the
+analytics modules post and roll up samples of their own orgs), and for the account tests an
+API whose system mail goes to a local SMTP server (aiosmtpd) and whose links point back at
+itself."""
 
 from __future__ import annotations
 
@@ -15,6 +17,19 @@ import pytest
 from tests.conftest import LOOPBACK_ALLOWED, ApiServer, Services
 from tests.notifications.servers import SmtpServer, wait_until
 
+
+@pytest.fixture(scope="module")
+def server(services: Services) -> Iterator[ApiServer]:
+    s = ApiServer(services)
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server: ApiServer) -> Iterator[httpx.Client]:
+    with server.client() as c:
+        yield c
 
 @dataclass
 class MailApi:

@@ -4,10 +4,8 @@ from merged sketches) for single buckets, merged ranges and groups."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,55 +15,10 @@ import pytest
 from sqlalchemy import Engine
 
 from stormwatch.services import rollups
-from tests.conftest import REPO, ApiServer, Services
-from tests.helpers import EnrolledAgent, enroll, post_batch, roll_up_mesh
+from tests.helpers import EnrolledAgent, enroll, heavy_tailed, post_batch, roll_up_mesh
 
 PCTS = ["p50", "p90", "p99", "p99_9", "p99_99"]
 QS = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999, "p99_99": 0.9999}
-
-
-def create_app() -> Any:
-    """The product app, with the analytics router in its list if main.py lacks it."""
-    from stormwatch import main
-    from stormwatch.api.routes import analytics
-
-    if analytics.router not in main.ROUTERS:
-        main.ROUTERS.append(analytics.router)
-    return main.create_app()
-
-
-class AnalyticsApiServer(ApiServer):
-    def start(self) -> None:
-        from stormwatch.devtools.services import wait_for_port
-
-        with open(self.log, "ab") as logf:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "--factory",
-                 "tests.api.test_analytics:create_app",
-                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
-                env={**self.env, "PYTHONPATH": str(REPO / "backend")}, cwd=REPO / "backend",
-                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_for_port(self.port, 60, self.proc)
-
-
-@pytest.fixture(scope="module")
-def server(services: Services) -> Iterator[AnalyticsApiServer]:
-    s = AnalyticsApiServer(services)
-    s.start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
-def client(server: AnalyticsApiServer) -> Iterator[httpx.Client]:
-    with server.client() as c:
-        yield c
-
-
-def heavy_tailed(rng: np.random.Generator, n: int, median_us: float) -> np.ndarray:
-    v = rng.lognormal(np.log(median_us), 0.4, n)
-    v[rng.random(n) < 0.0005] *= 1000.0  # rare 1000x spikes
-    return np.maximum(np.round(v), 1).astype(np.int64)
 
 
 def mesh_batch(src: EnrolledAgent, dst: str, t0_us: int, step_us: int, rtt: np.ndarray,

@@ -9,7 +9,6 @@ import io
 import httpx
 import numpy as np
 
-from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
 from tests.api.test_analytics_filters import AGENTS, Mesh, mesh  # noqa: F401
 
 

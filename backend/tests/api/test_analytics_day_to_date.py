@@ -18,8 +18,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from stormwatch.services import rollups
-from tests.api.test_analytics import client, heavy_tailed, server  # noqa: F401
-from tests.helpers import EnrolledAgent, enroll, post_batch
+from tests.helpers import EnrolledAgent, enroll, heavy_tailed, post_batch
 
 STEP_S = 4
 QS = {"p50": 0.5, "p99": 0.99, "p99_9": 0.999, "p99_99": 0.9999}

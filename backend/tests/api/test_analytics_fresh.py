@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import Engine
 
 from stormwatch.services import rollups
-from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
 from tests.helpers import EnrolledAgent, enroll, post_batch
 
 MINUTES = 40

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 from stormwatch.services import rollups
-from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
 from tests.helpers import EnrolledAgent, enroll, post_batch
 
 # name: (region, zone)

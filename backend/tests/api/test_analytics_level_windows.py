@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import Engine
 
 from stormwatch.services import rollups
-from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
 from tests.helpers import EnrolledAgent, enroll, post_batch, roll_up_mesh
 
 BASE_US = 75_000.0

@@ -10,7 +10,6 @@ from typing import Any
 
 import httpx
 
-from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
 from tests.helpers import enroll, post_batch
 
 # status -> rounds: ok, timeout, refused, error, corrupt, wrong_peer

@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import Engine
 
 from stormwatch.services import rollups
-from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
 from tests.helpers import enroll, post_batch, roll_up_mesh
 
 N = 100_000  # even: the median is the lower of the two middle samples

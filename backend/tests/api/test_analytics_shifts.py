@@ -12,7 +12,6 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
 from tests.helpers import EnrolledAgent, enroll, post_batch
 
 RATE_HZ = 5

@@ -15,7 +15,6 @@ import pytest
 from sqlalchemy import Engine, text
 
 from stormwatch.services import rollups
-from tests.api.test_analytics import client, server  # noqa: F401  (module fixtures)
 from tests.helpers import enroll, post_batch
 
 PROVIDERS = {"s3": 1.0, "azure": 0.4, "gcs": 1.6}  # latency scale per provider
