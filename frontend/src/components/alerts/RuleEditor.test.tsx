@@ -157,7 +157,7 @@ describe("RuleEditor", () => {
   it("edits a rule: fields start from it, thresholds in ms, and saving patches it", async () => {
     const user = userEvent.setup({ delay: null });
     api.route("PATCH /api/v1/alert-rules/r1", (r) => rule(r.body as Record<string, unknown>));
-    const { toRule } = await import("../../api/alerts");
+    const { toRule } = await import("../../api/alertRules");
     const saved = mount({ rule: toRule(rule({ condition: { type: "baseline", k: 3, baseline: "week_ago" }, m: 6, n: 2 })) });
     expect((await screen.findByRole("textbox", { name: "Name" })).getAttribute("value")).toBe("EU p99");
     expect((screen.getByRole("spinbutton", { name: "Factor k" }) as HTMLInputElement).value).toBe("3");

@@ -2,9 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useId, useMemo, useState, type FormEvent } from "react";
 import {
   SEVERITIES,
-  backtestRule,
   createRule,
-  listChannels,
   metricOptions,
   updateRule,
   type BaselineKind,
@@ -15,7 +13,9 @@ import {
   type RuleVM,
   type Severity,
   type Unit,
-} from "../../api/alerts";
+} from "../../api/alertRules";
+import { backtestRule } from "../../api/backtest";
+import { listChannels } from "../../api/channels";
 import { useAgents } from "../../api/endpoints";
 import { fieldErrors } from "../../api/http";
 import type { AgentVM } from "../../api/models";

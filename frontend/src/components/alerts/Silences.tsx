@@ -1,6 +1,8 @@
 import { useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { createMaintenance, createSilence, deleteMaintenance, expireSilence, listMaintenance, listSilences, type Matcher, type RuleVM } from "../../api/alerts";
+import type { RuleVM } from "../../api/alertRules";
+import { createMaintenance, deleteMaintenance, listMaintenance } from "../../api/maintenance";
+import { createSilence, expireSilence, listSilences, type Matcher } from "../../api/silences";
 import { fieldErrors } from "../../api/http";
 import { parseLabels } from "./RuleEditor";
 import { DeleteButton, RuleMatchFields, ruleNamesOf } from "./shared";
