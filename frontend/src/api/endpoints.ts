@@ -2,7 +2,7 @@
 import { queryOptions, useQuery } from "@tanstack/react-query";
 import { api, unwrap } from "./http";
 import { queryClient } from "./queryClient";
-import { keyAt, keyLabel } from "../lib/alertMarks";
+import { keyAt, keyLabel } from "../lib/zones";
 import type { components } from "./schema";
 import type {
   AgentVM,

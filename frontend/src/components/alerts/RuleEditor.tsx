@@ -26,7 +26,7 @@ import { BacktestChart } from "./BacktestChart";
 import { formatInstant, formatSpan } from "../../lib/format";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";
 import { useIsAdmin } from "../../lib/role";
-import { keyAt, keyLabel } from "../../lib/alertMarks";
+import { keyAt, keyLabel } from "../../lib/zones";
 import { topologyLabel, useVocabularies, type Vocabularies } from "../../api/vocabularies";
 
 /** The editor's fields as typed (thresholds in ms or %, labels as text). */
