@@ -4,7 +4,7 @@ import type { RuleVM } from "../../api/alertRules";
 import { createMaintenance, deleteMaintenance, listMaintenance } from "../../api/maintenance";
 import { createSilence, expireSilence, listSilences, type Matcher } from "../../api/silences";
 import { fieldErrors } from "../../api/http";
-import { parseLabels } from "./RuleEditor";
+import { parseLabels } from "./ruleForm";
 import { DeleteButton, RuleMatchFields, ruleNamesOf } from "./shared";
 import { useListMutation } from "../../lib/useListMutation";
 import { useIsAdmin } from "../../lib/role";
