@@ -22,7 +22,7 @@ import type {
   TimelinePoint,
   XYRow,
 } from "./models";
-import { formatBytes } from "../lib/format";
+import { formatBytes, isoInstant as iso } from "../lib/format";
 import { niceStep } from "../lib/shape";
 
 export type { Me } from "./models";
@@ -115,7 +115,6 @@ export interface PairQuery extends RangeQuery {
   dst: string;
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
 const list = (xs: readonly (string | number)[] | null | undefined): string[] | undefined => (xs && xs.length ? [xs.join(",")] : undefined);
 const range = (q: RangeQuery) => ({ start: iso(q.fromMs), end: iso(q.toMs) });
 

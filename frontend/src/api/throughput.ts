@@ -4,6 +4,7 @@
 // Rates stay in bytes per second here; the components show Mbit/s.
 import { fleet } from "./endpoints";
 import { api, unwrap } from "./http";
+import { isoInstant as iso } from "../lib/format";
 
 export type Proto = "tcp" | "udp";
 export const PROTOS: Proto[] = ["tcp", "udp"];
@@ -390,7 +391,6 @@ export interface Range {
   fromMs: number;
   toMs: number;
 }
-const iso = (t: number) => new Date(t).toISOString();
 
 export async function getSettings(signal?: AbortSignal): Promise<SettingsVM> {
   return toSettings(unwrap(await api.GET("/api/v1/throughput/settings", { signal })));
