@@ -2,7 +2,7 @@
 // per-second samples and transitions, and the analyses over them. Maps the API's answers onto
 // the view models the throughput components draw, so a change in the API touches this file only.
 // Rates stay in bytes per second here; the components show Mbit/s.
-import { fleet } from "./endpoints";
+import { fleet } from "./agents";
 import { api, unwrap } from "./http";
 import { isoInstant as iso } from "../lib/format";
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { toAlert } from "../api/alerts";
 import type { AgentVM } from "../api/models";
 import { alert } from "../test/fixtures";
-import { idsFor } from "../api/endpoints";
+import { idsFor } from "../api/agents";
 import { alertsOnPair, firingCells, withCustomRange } from "./alertMarks";
 import { keyAt, keyLabel } from "./zones";
 

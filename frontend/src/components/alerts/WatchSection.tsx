@@ -1,5 +1,5 @@
 // The rule editor's "What to watch" section: metric, statistic, window and the scope filters.
-import { useAgents } from "../../api/endpoints";
+import { useAgents } from "../../api/agents";
 import type { AgentVM } from "../../api/models";
 import type { MetricOption } from "../../api/alertRules";
 import { topologyLabel, type Vocabularies } from "../../api/vocabularies";
