@@ -1,7 +1,7 @@
 import { Suspense, lazy, useEffect, useState } from "react";
 import { follow } from "./components/common/Link";
 import { onUnauthorized } from "./api/http";
-import { getMe, logout, type Me } from "./api/endpoints";
+import { getMe, logout, type Me } from "./api/session";
 import { HealthBanner } from "./components/common/HealthBanner";
 import { Loading, ErrorState } from "./components/common/State";
 import { NAV } from "./nav";

@@ -1,4 +1,4 @@
-// Accounts: invitations, password resets and the org's single sign-on.
+// Accounts: users, API keys, invitations, password resets and the org's single sign-on.
 import { api, unwrap } from "./http";
 import type { Me } from "./models";
 import type { components } from "./schema";
@@ -58,4 +58,28 @@ export function ssoStartUrl(org: string): string {
 /** The token of a mailed link: after `#token=`, which browsers never send to a server. */
 export function linkToken(hash: string = typeof window === "undefined" ? "" : window.location.hash): string {
   return new URLSearchParams(hash.replace(/^#/, "")).get("token") ?? "";
+}
+
+export async function listApiKeys(signal?: AbortSignal): Promise<S["ApiKeyPublic"][]> {
+  return unwrap(await api.GET("/api/v1/api-keys", { signal }));
+}
+
+export async function createApiKey(name: string): Promise<S["ApiKeyCreated"]> {
+  return unwrap(await api.POST("/api/v1/api-keys", { body: { name } }));
+}
+
+export async function revokeApiKey(id: string): Promise<void> {
+  unwrap(await api.DELETE("/api/v1/api-keys/{key_id}", { params: { path: { key_id: id } } }));
+}
+
+export async function listUsers(signal?: AbortSignal): Promise<S["UserPublic"][]> {
+  return unwrap(await api.GET("/api/v1/users", { signal }));
+}
+
+export async function createUser(email: string, password: string, role: string): Promise<void> {
+  unwrap(await api.POST("/api/v1/users", { body: { email, password, role } }));
+}
+
+export async function deleteUser(id: string): Promise<void> {
+  unwrap(await api.DELETE("/api/v1/users/{user_id}", { params: { path: { user_id: id } } }));
 }

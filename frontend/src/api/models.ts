@@ -1,4 +1,4 @@
-// View models: what the pages draw. endpoints.ts maps the generated API types onto these,
+// View models: what the pages draw. the api/ modules map the generated API types onto these,
 // so a change in the API touches one file.
 
 export interface Me {

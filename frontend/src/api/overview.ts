@@ -1,6 +1,7 @@
 // What the overview's panels read beside the heatmap: the fleet's largest level shifts (each
 // pair analysed on its own) over the existing analytics API.
 import { api, unwrap } from "./http";
+import { isoInstant } from "../lib/format";
 
 export interface ShiftVM {
   src: string;
@@ -18,7 +19,7 @@ export interface ShiftVM {
 export async function getFleetShifts(q: { fromMs: number; toMs: number }, signal?: AbortSignal): Promise<{ windowS: number; shifts: ShiftVM[]; names: Record<string, string> }> {
   const r = unwrap(
     await api.GET("/api/v1/analytics/{kind}/level-shifts", {
-      params: { path: { kind: "mesh" }, query: { start: new Date(q.fromMs).toISOString(), end: new Date(q.toMs).toISOString(), fit_window: true, group_by: "pair" } },
+      params: { path: { kind: "mesh" }, query: { start: isoInstant(q.fromMs), end: isoInstant(q.toMs), fit_window: true, group_by: "pair" } },
       signal,
     }),
   );

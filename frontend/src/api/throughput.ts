@@ -2,8 +2,9 @@
 // per-second samples and transitions, and the analyses over them. Maps the API's answers onto
 // the view models the throughput components draw, so a change in the API touches this file only.
 // Rates stay in bytes per second here; the components show Mbit/s.
-import { fleet } from "./endpoints";
+import { fleet } from "./agents";
 import { api, unwrap } from "./http";
+import { isoInstant as iso } from "../lib/format";
 
 export type Proto = "tcp" | "udp";
 export const PROTOS: Proto[] = ["tcp", "udp"];
@@ -390,7 +391,6 @@ export interface Range {
   fromMs: number;
   toMs: number;
 }
-const iso = (t: number) => new Date(t).toISOString();
 
 export async function getSettings(signal?: AbortSignal): Promise<SettingsVM> {
   return toSettings(unwrap(await api.GET("/api/v1/throughput/settings", { signal })));

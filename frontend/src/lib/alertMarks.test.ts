@@ -2,8 +2,9 @@ import { describe, expect, it } from "vitest";
 import { toAlert } from "../api/alerts";
 import type { AgentVM } from "../api/models";
 import { alert } from "../test/fixtures";
-import { idsFor } from "../api/endpoints";
-import { alertsOnPair, firingCells, keyAt, keyLabel, withCustomRange } from "./alertMarks";
+import { idsFor } from "../api/agents";
+import { alertsOnPair, firingCells, withCustomRange } from "./alertMarks";
+import { keyAt, keyLabel } from "./zones";
 
 const agent = (id: string, name: string, region: string, zone: string): AgentVM => ({
   id,

@@ -145,6 +145,11 @@ export function formatTime(ms: number, spanMs = 0): string {
 
 // Instants are shown in UTC, marked with a Z, everywhere in the UI.
 
+/** An instant as the API takes it in a query: ISO 8601 in UTC ("2026-11-23T22:01:40.000Z"). */
+export function isoInstant(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
 /** An instant (ms or ISO string) as "2026-11-23 22:01:40Z", or to the minute "2026-11-23 22:01Z". */
 export function formatInstant(t: number | string, to: "second" | "minute" = "second"): string {
   const iso = new Date(t).toISOString();

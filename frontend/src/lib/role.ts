@@ -1,5 +1,5 @@
 import { useQuery } from "@tanstack/react-query";
-import { getMe } from "../api/endpoints";
+import { getMe } from "../api/session";
 
 /** The signed-in caller's role, once /auth/me has answered. */
 export function useRole(): "admin" | "viewer" | undefined {

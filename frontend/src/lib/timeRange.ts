@@ -1,3 +1,4 @@
+import { isoInstant } from "./format";
 // Time ranges as kept in the URL: a preset relative to now ("1h", "24h", ...) or a custom
 // absolute pair (from/to as ISO strings). Resolution to absolute instants happens on fetch.
 
@@ -55,11 +56,11 @@ export function windowSecondsFor(spanMs: number, maxPoints = 720): number {
 
 /** Value for an <input type="datetime-local"> in UTC from an ISO string or instant. */
 export function toLocalInput(ms: number): string {
-  return new Date(ms).toISOString().slice(0, 16);
+  return isoInstant(ms).slice(0, 16);
 }
 
 /** Parse a datetime-local value as UTC. */
 export function fromLocalInput(v: string): string | null {
   const ms = Date.parse(`${v}:00Z`);
-  return Number.isFinite(ms) ? new Date(ms).toISOString() : null;
+  return Number.isFinite(ms) ? isoInstant(ms) : null;
 }

@@ -1,5 +1,5 @@
 import { useQuery } from "@tanstack/react-query";
-import { getRule } from "../api/alerts";
+import { getRule } from "../api/alertRules";
 import { RuleEditor } from "../components/alerts/RuleEditor";
 import { follow } from "../components/common/Link";
 import { ErrorState, Loading } from "../components/common/State";

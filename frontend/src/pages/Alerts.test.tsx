@@ -1,6 +1,5 @@
 // @vitest-environment jsdom
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import { cleanup, render, screen, waitFor, within } from "@testing-library/react";
+import { cleanup, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
@@ -10,16 +9,12 @@ import { AGENTS, alert, rule } from "../test/fixtures";
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
 setOrigin(api);
+const { renderWithClient } = await import("../test/render");
 const { default: Alerts } = await import("./Alerts");
 const { navigate } = await import("../lib/router");
 
 function mount() {
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
-  render(
-    <QueryClientProvider client={qc}>
-      <Alerts />
-    </QueryClientProvider>,
-  );
+  renderWithClient(<Alerts />);
 }
 
 beforeEach(() => {

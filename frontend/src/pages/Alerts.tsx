@@ -1,6 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { useState } from "react";
-import { deleteRule, listAlerts, listRules, type AlertVM, type RuleVM } from "../api/alerts";
+import { deleteRule, listRules, type RuleVM } from "../api/alertRules";
+import { listAlerts, type AlertVM } from "../api/alerts";
 import { AlertList, SeverityBadge } from "../components/alerts/AlertList";
 import { Channels } from "../components/alerts/Channels";
 import { MaintenanceWindows, SilenceForm, Silences } from "../components/alerts/Silences";

@@ -1,7 +1,7 @@
 import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { advisePlacement, getPlacement, type PlacementOut } from "../api/advisors";
-import { useAgents } from "../api/endpoints";
+import { useAgents } from "../api/agents";
 import { CheckList, DecidePage, NumberField, RunState } from "../components/decide/Layout";
 import { Missing, Verdict, num } from "../components/decide/Terms";
 import { Card, Loading } from "../components/common/State";

@@ -1,7 +1,7 @@
 import { useMutation } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
 import { adviseTimeout, type TimeoutIn, type TimeoutOut } from "../api/advisors";
-import { useAgents } from "../api/endpoints";
+import { useAgents } from "../api/agents";
 import { topologyLabel, useVocabularies } from "../api/vocabularies";
 import { AgentSelect, CheckList, DecidePage, NumberField, RunState } from "../components/decide/Layout";
 import { Missing, TermsTable, Verdict, num } from "../components/decide/Terms";

@@ -13,7 +13,7 @@ const { default: Distributions } = await import("./Distributions");
 const { navigate } = await import("../lib/router");
 const { renderPage } = await import("../test/render");
 const { queryClient } = await import("../api/queryClient");
-const { agentsQuery } = await import("../api/endpoints");
+const { agentsQuery } = await import("../api/agents");
 
 // Two minutes of a fresh fleet inside the default hour: four 30 s windows, cross-region RTTs in ms.
 const T0 = Date.parse("2026-11-28T05:10:00Z");

@@ -1,5 +1,5 @@
 import { useQuery } from "@tanstack/react-query";
-import { getBoxes, getPairLines } from "../api/endpoints";
+import { getBoxes, getPairLines } from "../api/analytics";
 import { BoxPlot } from "../components/distributions/BoxPlot";
 import { LinesChart } from "../components/common/LinesChart";
 import { Async, Card } from "../components/common/State";

@@ -1,6 +1,6 @@
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { agentsQuery, createEnrollmentToken, useAgents, listEnrollmentTokens, revokeEnrollmentToken, type EnrollmentToken } from "../api/endpoints";
+import { agentsQuery, createEnrollmentToken, useAgents, listEnrollmentTokens, revokeEnrollmentToken, type EnrollmentToken } from "../api/agents";
 import type { AgentVM } from "../api/models";
 import { Async, Card } from "../components/common/State";
 import { formatAgo, formatInstant } from "../lib/format";

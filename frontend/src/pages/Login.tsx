@@ -1,6 +1,6 @@
 import { useState, type FormEvent } from "react";
 import { ssoStartUrl } from "../api/accounts";
-import { login, type Me } from "../api/endpoints";
+import { login, type Me } from "../api/session";
 import { follow } from "../components/common/Link";
 
 /** Sends the browser to the org's own provider, named by its slug or an email domain. */

@@ -1,6 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { listAlerts } from "../api/alerts";
-import { getHeatmap, useAgents } from "../api/endpoints";
+import { useAgents } from "../api/agents";
+import { getHeatmap } from "../api/analytics";
 import type { HeatStat, Level } from "../api/models";
 import { Heatmap } from "../components/heatmap/Heatmap";
 import { OverviewPanels } from "../components/overview/Panels";

@@ -1,6 +1,6 @@
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/endpoints";
+import { createApiKey, createUser, deleteUser, listApiKeys, listUsers, revokeApiKey } from "../api/accounts";
 import { AdminOnly } from "../components/common/AdminOnly";
 import { Invitations } from "../components/settings/Invitations";
 import { AuditLog } from "../components/settings/AuditLog";

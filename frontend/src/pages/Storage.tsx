@@ -1,5 +1,5 @@
 import { useQuery } from "@tanstack/react-query";
-import { getConcurrency, getConsistency, getDailyMedians, getReplication, getStorageCdf, getStorageComparison } from "../api/endpoints";
+import { getConcurrency, getConsistency, getDailyMedians, getReplication, getStorageCdf, getStorageComparison } from "../api/analytics";
 import type { StorageRow } from "../api/models";
 import { CdfChart } from "../components/pair/CdfChart";
 import { LinesChart } from "../components/common/LinesChart";

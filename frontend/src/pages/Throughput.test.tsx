@@ -1,6 +1,5 @@
 // @vitest-environment jsdom
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import { cleanup, render, screen, waitFor, within } from "@testing-library/react";
+import { cleanup, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
@@ -11,19 +10,12 @@ import { AZ_PAIRS, BUDGET, DEGRADATIONS, PAIRS, SETTINGS, experiment, listed, sa
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
 setOrigin(api);
+const { renderWithClient } = await import("../test/render");
 const { default: Throughput } = await import("./Throughput");
 const { navigate } = await import("../lib/router");
-const { ThemeProvider } = await import("../lib/theme");
 
 function mount() {
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
-  render(
-    <QueryClientProvider client={qc}>
-      <ThemeProvider>
-        <Throughput />
-      </ThemeProvider>
-    </QueryClientProvider>,
-  );
+  renderWithClient(<Throughput />);
 }
 
 const me = (role: string) => ({ user_id: "u1", email: "me@example.com", org_id: "o1", org_name: "acme", kind: "user", role });

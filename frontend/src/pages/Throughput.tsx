@@ -1,6 +1,6 @@
 import { useQuery } from "@tanstack/react-query";
 import { useEffect } from "react";
-import { useAgents } from "../api/endpoints";
+import { useAgents } from "../api/agents";
 import {
   PROTOS,
   getAzPairs,

@@ -1,5 +1,6 @@
 import { CartesianGrid, ComposedChart, Legend, Line, ReferenceArea, ResponsiveContainer, Tooltip, XAxis, YAxis } from "recharts";
-import type { BacktestSeries, Firing, Unit } from "../../api/alerts";
+import type { Unit } from "../../api/alertRules";
+import type { BacktestSeries, Firing } from "../../api/backtest";
 import { formatInstant, formatTime, maxOf, usAxis } from "../../lib/format";
 import { useTheme } from "../../lib/theme";
 import { TipBox } from "../common/ChartTooltip";

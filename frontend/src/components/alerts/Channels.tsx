@@ -1,6 +1,6 @@
 import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { createChannel, deleteChannel, listChannels, listDeliveries, testChannel, type ChannelCreate, type ChannelType, type ChannelVM, type TestSendVM } from "../../api/alerts";
+import { createChannel, deleteChannel, listChannels, listDeliveries, testChannel, type ChannelCreate, type ChannelType, type ChannelVM, type TestSendVM } from "../../api/channels";
 import { fieldErrors } from "../../api/http";
 import { DeleteButton } from "./shared";
 import { useListMutation } from "../../lib/useListMutation";

@@ -1,6 +1,5 @@
 // @vitest-environment jsdom
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import { cleanup, render, screen, waitFor, within } from "@testing-library/react";
+import { cleanup, screen, waitFor, within } from "@testing-library/react";
 import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../../test/apiServer";
@@ -11,19 +10,12 @@ import { AGENTS, BACKTEST, VOCABULARIES, rule } from "../../test/fixtures";
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
 setOrigin(api);
+const { renderWithClient } = await import("../../test/render");
 const { RuleEditor } = await import("./RuleEditor");
-const { ThemeProvider } = await import("../../lib/theme");
 
 function mount(props: Partial<Parameters<typeof RuleEditor>[0]> = {}) {
   const saved: unknown[] = [];
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
-  render(
-    <QueryClientProvider client={qc}>
-      <ThemeProvider>
-        <RuleEditor onSaved={(r) => saved.push(r)} {...props} />
-      </ThemeProvider>
-    </QueryClientProvider>,
-  );
+  renderWithClient(<RuleEditor onSaved={(r) => saved.push(r)} {...props} />);
   return saved;
 }
 
@@ -157,7 +149,7 @@ describe("RuleEditor", () => {
   it("edits a rule: fields start from it, thresholds in ms, and saving patches it", async () => {
     const user = userEvent.setup({ delay: null });
     api.route("PATCH /api/v1/alert-rules/r1", (r) => rule(r.body as Record<string, unknown>));
-    const { toRule } = await import("../../api/alerts");
+    const { toRule } = await import("../../api/alertRules");
     const saved = mount({ rule: toRule(rule({ condition: { type: "baseline", k: 3, baseline: "week_ago" }, m: 6, n: 2 })) });
     expect((await screen.findByRole("textbox", { name: "Name" })).getAttribute("value")).toBe("EU p99");
     expect((screen.getByRole("spinbutton", { name: "Factor k" }) as HTMLInputElement).value).toBe("3");

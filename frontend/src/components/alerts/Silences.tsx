@@ -1,13 +1,15 @@
 import { useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { createMaintenance, createSilence, deleteMaintenance, expireSilence, listMaintenance, listSilences, type Matcher, type RuleVM } from "../../api/alerts";
+import type { RuleVM } from "../../api/alertRules";
+import { createMaintenance, deleteMaintenance, listMaintenance } from "../../api/maintenance";
+import { createSilence, expireSilence, listSilences, type Matcher } from "../../api/silences";
 import { fieldErrors } from "../../api/http";
-import { parseLabels } from "./RuleEditor";
+import { parseLabels } from "./ruleForm";
 import { DeleteButton, RuleMatchFields, ruleNamesOf } from "./shared";
 import { useListMutation } from "../../lib/useListMutation";
 import { useIsAdmin } from "../../lib/role";
 import { AdminOnly } from "../common/AdminOnly";
-import { formatInstant } from "../../lib/format";
+import { formatInstant, isoInstant } from "../../lib/format";
 
 const when = (ms: number | null) => (ms ? formatInstant(ms, "minute") : "–");
 const matcherText = (ms: Matcher[]) => ms.map((m) => `${m.label}${m.op}${m.value}`).join(", ");
@@ -36,7 +38,7 @@ export function SilenceForm({ rules, presetRuleId, onDone }: { rules: RuleVM[]; 
   const m = useListMutation(
     () => {
       const now = Date.now();
-      return createSilence({ rule_ids: ruleId ? [ruleId] : [], matchers: toMatchers(labels), starts_at: new Date(now).toISOString(), ends_at: new Date(now + minutes * 60_000).toISOString(), comment });
+      return createSilence({ rule_ids: ruleId ? [ruleId] : [], matchers: toMatchers(labels), starts_at: isoInstant(now), ends_at: isoInstant(now + minutes * 60_000), comment });
     },
     "silences",
     () => {

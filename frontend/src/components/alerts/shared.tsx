@@ -1,4 +1,4 @@
-import type { RuleVM } from "../../api/alerts";
+import type { RuleVM } from "../../api/alertRules";
 import { useIsAdmin } from "../../lib/role";
 
 /** A row's delete button; with `confirm`, only after the user agrees to that question. */

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { toBacktest, toEvidence, unitFor } from "../../api/alerts";
+import { unitFor } from "../../api/alertRules";
+import { toEvidence } from "../../api/alerts";
+import { toBacktest } from "../../api/backtest";
 import { BACKTEST } from "../../test/fixtures";
 import { backtestRows } from "./BacktestChart";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";

@@ -1,5 +1,5 @@
 // Values of a rule's statistic in its unit, and the units the editor lets people type.
-import type { Unit } from "../../api/alerts";
+import type { Unit } from "../../api/alertRules";
 import { formatBitsPerS, formatCount, formatPercent, formatUs } from "../../lib/format";
 
 export function formatValue(unit: Unit, v: number | null | undefined): string {

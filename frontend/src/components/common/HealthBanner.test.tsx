@@ -1,6 +1,5 @@
 // @vitest-environment jsdom
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import { cleanup, render, screen, within } from "@testing-library/react";
+import { cleanup, screen, within } from "@testing-library/react";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../../test/apiServer";
 import { setOrigin } from "../../test/dom";
@@ -8,15 +7,15 @@ import { setOrigin } from "../../test/dom";
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
 setOrigin(api);
+const { renderWithClient } = await import("../../test/render");
 const { HealthBanner } = await import("./HealthBanner");
 
 function mount() {
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
-  render(
-    <QueryClientProvider client={qc}>
+  renderWithClient(
+    <>
       <HealthBanner />
       <p>page</p>
-    </QueryClientProvider>,
+    </>,
   );
 }
 

@@ -1,6 +1,5 @@
 // @vitest-environment jsdom
-import { QueryClient, QueryClientProvider } from "@tanstack/react-query";
-import { cleanup, render, screen, within } from "@testing-library/react";
+import { cleanup, screen, within } from "@testing-library/react";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../../test/apiServer";
 import { setOrigin } from "../../test/dom";
@@ -10,6 +9,7 @@ import { DEGRADATIONS } from "../../test/throughputFixtures";
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
 setOrigin(api);
+const { renderWithClient } = await import("../../test/render");
 const { OverviewPanels } = await import("./Panels");
 
 const NOW = Date.parse("2026-11-23T20:00:00Z");
@@ -17,12 +17,7 @@ const SOURCE = { resolution: "5m", exact: false, from: "2026-11-22T20:00:00Z", t
 const shift = (time: string, step: number) => ({ time, window_index: 3, step, direction: step > 0 ? "up" : "down", level_before: 80_000, level_after: 80_000 + step, z: 9, confidence: 1 });
 
 function mount() {
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
-  render(
-    <QueryClientProvider client={qc}>
-      <OverviewPanels nowMs={NOW} />
-    </QueryClientProvider>,
-  );
+  renderWithClient(<OverviewPanels nowMs={NOW} />);
 }
 
 beforeEach(() => {

@@ -1,7 +1,8 @@
 import { useQuery } from "@tanstack/react-query";
 import type { ReactNode } from "react";
 import { listAlerts } from "../../api/alerts";
-import { getHeatmap, getStorageComparison, useAgents } from "../../api/endpoints";
+import { useAgents } from "../../api/agents";
+import { getHeatmap, getStorageComparison } from "../../api/analytics";
 import type { AgentVM } from "../../api/models";
 import { getFleetShifts } from "../../api/overview";
 import { getDegradations } from "../../api/throughput";

@@ -1,4 +1,4 @@
-import type { LossReasonsVM } from "../../api/endpoints";
+import type { LossReasonsVM } from "../../api/analytics";
 import { formatCount, formatTime } from "../../lib/format";
 
 /** Why the pair's rounds were lost, as its agents recorded it; nothing when none was. */

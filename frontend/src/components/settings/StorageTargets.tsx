@@ -1,6 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { useAgents } from "../../api/endpoints";
+import { useAgents } from "../../api/agents";
 import { fieldErrors } from "../../api/http";
 import {
   createStorageTarget,

@@ -1,11 +1,10 @@
-// Every call the pages make, over the generated client; maps API types onto view models.
-import { queryOptions, useQuery } from "@tanstack/react-query";
+// Analytics (/api/v1/analytics/...): heatmap, pair, distributions, quorum and storage views,
+// over the generated client; maps API types onto view models.
+import { fleet, idsFor } from "./agents";
 import { api, unwrap } from "./http";
-import { queryClient } from "./queryClient";
-import { keyAt, keyLabel } from "../lib/alertMarks";
+import { keyLabel } from "../lib/zones";
 import type { components } from "./schema";
 import type {
-  AgentVM,
   BoxVM,
   CdfPoint,
   CdfSeries,
@@ -15,94 +14,16 @@ import type {
   HistBin,
   LevelSegment,
   Level,
-  Me,
   NamedSeries,
   StorageRow,
   SummaryVM,
   TimelinePoint,
   XYRow,
 } from "./models";
-import { formatBytes } from "../lib/format";
+import { formatBytes, isoInstant as iso } from "../lib/format";
 import { niceStep } from "../lib/shape";
 
-export type { Me } from "./models";
 type S = components["schemas"];
-export type EnrollmentToken = S["EnrollmentTokenPublic"];
-
-// ---- session ----
-
-export async function getMe(): Promise<Me | null> {
-  const r = await api.GET("/api/v1/auth/me");
-  if (r.response.status === 401) return null;
-  const me = unwrap(r);
-  return { email: me.email ?? "", org_name: me.org_name, role: me.role };
-}
-
-export async function login(email: string, password: string): Promise<Me> {
-  const me = unwrap(await api.POST("/api/v1/auth/login", { body: { email, password } }));
-  return { email: me.email ?? email, org_name: me.org_name, role: me.role };
-}
-
-export async function logout(): Promise<void> {
-  await api.POST("/api/v1/auth/logout");
-}
-
-// ---- fleet and settings ----
-
-export async function listAgents(signal?: AbortSignal): Promise<AgentVM[]> {
-  const rows = unwrap(await api.GET("/api/v1/agents", { signal }));
-  return rows.map((a) => ({
-    id: a.id,
-    name: a.name,
-    status: a.status,
-    last_seen_ms: a.last_seen ? Date.parse(a.last_seen) : null,
-    version: a.agent_version || null,
-    provider: a.provider || null,
-    region: a.region || null,
-    zone: a.zone || null,
-    subnet: a.subnet || null,
-    mesh_address: a.mesh_address || null,
-    metadata: { instance_type: a.instance_type, private_ip: a.private_ip, public_ip: a.public_ip, mesh_address: a.mesh_address, token_prefix: a.token_prefix },
-  }));
-}
-
-export async function listEnrollmentTokens(signal?: AbortSignal): Promise<EnrollmentToken[]> {
-  return unwrap(await api.GET("/api/v1/enrollment-tokens", { signal }));
-}
-
-export async function createEnrollmentToken(name: string): Promise<S["EnrollmentTokenCreated"]> {
-  return unwrap(await api.POST("/api/v1/enrollment-tokens", { body: { name } }));
-}
-
-export async function revokeEnrollmentToken(id: string): Promise<void> {
-  unwrap(await api.DELETE("/api/v1/enrollment-tokens/{token_id}", { params: { path: { token_id: id } } }));
-}
-
-export async function listApiKeys(signal?: AbortSignal): Promise<S["ApiKeyPublic"][]> {
-  return unwrap(await api.GET("/api/v1/api-keys", { signal }));
-}
-
-export async function createApiKey(name: string): Promise<S["ApiKeyCreated"]> {
-  return unwrap(await api.POST("/api/v1/api-keys", { body: { name } }));
-}
-
-export async function revokeApiKey(id: string): Promise<void> {
-  unwrap(await api.DELETE("/api/v1/api-keys/{key_id}", { params: { path: { key_id: id } } }));
-}
-
-export async function listUsers(signal?: AbortSignal): Promise<S["UserPublic"][]> {
-  return unwrap(await api.GET("/api/v1/users", { signal }));
-}
-
-export async function createUser(email: string, password: string, role: string): Promise<void> {
-  unwrap(await api.POST("/api/v1/users", { body: { email, password, role } }));
-}
-
-export async function deleteUser(id: string): Promise<void> {
-  unwrap(await api.DELETE("/api/v1/users/{user_id}", { params: { path: { user_id: id } } }));
-}
-
-// ---- analytics ----
 
 export interface RangeQuery {
   fromMs: number;
@@ -115,29 +36,8 @@ export interface PairQuery extends RangeQuery {
   dst: string;
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
 const list = (xs: readonly (string | number)[] | null | undefined): string[] | undefined => (xs && xs.length ? [xs.join(",")] : undefined);
 const range = (q: RangeQuery) => ({ start: iso(q.fromMs), end: iso(q.toMs) });
-
-// The fleet under one key: the agent list changes rarely, so half a minute of staleness is fine.
-export const agentsQuery = queryOptions({ queryKey: ["agents"], queryFn: ({ signal }) => listAgents(signal), staleTime: 30_000 });
-
-/** The agent list for a component; `refetchInterval` for pages that watch the fleet. */
-export function useAgents(opts: { enabled?: boolean; refetchInterval?: number } = {}) {
-  return useQuery({ ...agentsQuery, ...opts });
-}
-
-/** The agent list for API helpers (to turn heatmap keys into agent ids), from the same cache. */
-export function fleet(): Promise<AgentVM[]> {
-  return queryClient.fetchQuery(agentsQuery);
-}
-
-/** Agent ids behind a heatmap key at a level (the API keys nodes by name). */
-export function idsFor(agents: AgentVM[], level: Level, key: string): string[] {
-  return agents
-    .filter((a) => (level === "node" ? a.name === key || a.id === key : keyAt(a, level) === key))
-    .map((a) => a.id);
-}
 
 async function pairFilter(q: PairQuery): Promise<{ src: string[] | undefined; dst: string[] | undefined; start: string; end: string }> {
   const agents = await fleet();
