@@ -234,6 +234,8 @@ class Soak:
         self.channel_id = ""
         self.extra = 0
         self.spool_disk: Path | None = None
+        self.deck: list[str] = []
+        self.current = ""
         self.pg_outage_s = (10, 20) if minutes < SHORT_RUN_MIN else (20, 60)
 
     # -- plumbing ------------------------------------------------------------------------
@@ -325,15 +327,33 @@ class Soak:
         with psycopg.connect(conninfo, connect_timeout=10) as c:
             return list(c.execute(query, args).fetchall())
 
-    def recover(self, fault: Fault) -> None:
-        """Time from the fault's end until health is ok and new samples are stored."""
+    def heartbeat_at(self) -> float:
+        """When beat last had a task run by a worker (both write one heartbeat)."""
+        import redis
+
+        r = redis.Redis.from_url(self.info["redis_url"], socket_timeout=5)
+        try:
+            value = r.get("stormwatch:heartbeat:worker")
+        finally:
+            r.close()
+        return float(value) if value else 0.0
+
+    def recover(self, fault: Fault, agent: Agent | None = None) -> None:
+        """Time from the fault's end until health is ok, beat and a worker ran a task since
+        (their heartbeat), new samples are stored and, after an agent's fault, it ships."""
         fault.ended = time.monotonic()
+        ended_at = time.time()
         before = self.stored_rows_or(-1)
         self.wait_for(f"health after {fault.kind}", 300, self.health_ok)
         if before < 0:
             before = self.stored_rows()
         self.wait_for(f"samples flowing after {fault.kind}", 300,
                       lambda: self.stored_rows() > before)
+        self.wait_for(f"a worker heartbeat after {fault.kind}", 300,
+                      lambda: self.heartbeat_at() > ended_at)
+        if agent is not None:
+            self.wait_for(f"{agent.name} shipping after {fault.kind}", 300, lambda: agent.metrics(
+                ).get("stormwatch_agent_samples_shipped_total:mesh", 0) > 0)
         fault.recovery_s = time.monotonic() - fault.ended
 
     def stored_rows_or(self, default: int) -> int:
@@ -439,10 +459,14 @@ class Soak:
         a = next(a for a in self.agents if a.spool_disk is not None)
         f = Fault("spool disk full", time.monotonic(), detail=a.name)
         filler = self.spool_disk / "filler"
-        with open(filler, "wb") as fh, contextlib.suppress(OSError):
-            while True:  # until ENOSPC
-                fh.write(b"\0" * 4096)
-                fh.flush()
+        fd = os.open(filler, os.O_CREAT | os.O_WRONLY, 0o600)
+        try:
+            while os.write(fd, b"\0" * 4096):  # until ENOSPC
+                pass
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
         dropped = a.metrics().get("stormwatch_agent_samples_dropped_total:mesh", 0)
         args = self.sigkill("api")
         try:
@@ -452,7 +476,7 @@ class Soak:
             filler.unlink()
             self.stack._spawn("api", args)
         self.wait_for("the API's port", 120, lambda: _port_open(self.stack.port))
-        self.recover(f)
+        self.recover(f, a)
         return f
 
     def fault_agent_kill(self) -> Fault:
@@ -460,7 +484,7 @@ class Soak:
         f = Fault("kill agent", time.monotonic(), detail=a.name)
         a.sigkill()
         a.start()
-        self.recover(f)
+        self.recover(f, a)
         return f
 
     def fault_enroll(self) -> Fault:
@@ -469,15 +493,15 @@ class Soak:
         a = self.new_agent(f"soak-extra-{self.extra}", self.binary)
         f.detail = a.name
         a.start()
-        self.wait_for(f"{a.name} shipping", 180, lambda: a.metrics().get(
-            "stormwatch_agent_samples_shipped_total:mesh", 0) > 0)
-        self.recover(f)
+        self.recover(f, a)
         return f
 
     def fault_delete(self) -> Fault:
         extra = [a for a in self.agents if a.name.startswith("soak-extra") and a.alive()]
         if not extra:
-            return self.fault_enroll()
+            # Only agents enrolled during the run are deleted: enroll one to delete.
+            self.faults.append(self.fault_enroll())
+            extra = [self.agents[-1]]
         a = self.rng.choice(extra)
         f = Fault("delete agent", time.monotonic(), detail=a.name)
         self.api("DELETE", f"/agents/{a.agent_id}", ok=(204,))
@@ -510,12 +534,16 @@ class Soak:
         return f
 
     def inject(self) -> Fault:
-        kinds = [("worker", 2), ("beat", 2), ("api", 2), ("redis", 2), ("postgres", 2),
-                 ("agent", 3), ("enroll", 1), ("delete", 1), ("rules", 2)]
-        if self.spool_disk is not None and any(
-                a.spool_disk is not None and a.alive() for a in self.agents):
-            kinds.append(("spool", 1))
-        kind = self.rng.choices([k for k, _ in kinds], [w for _, w in kinds])[0]
+        """The next fault from a deck holding every kind once, shuffled by the seed: a short
+        run still meets each kind, a long one meets each as often as the others."""
+        if not self.deck:
+            self.deck = ["worker", "beat", "api", "redis", "postgres", "agent", "enroll",
+                         "delete", "rules"]
+            if self.spool_disk is not None:
+                self.deck.append("spool")
+            self.rng.shuffle(self.deck)
+        kind = self.deck.pop()
+        self.current = kind
         if kind in ("worker", "beat", "api"):
             return self.fault_kill(kind)
         return {"redis": self.fault_redis, "postgres": self.fault_postgres,
@@ -525,7 +553,7 @@ class Soak:
 
     def run_faults(self) -> None:
         end = time.monotonic() + self.minutes * 60
-        pace_s = 20.0 if self.minutes < SHORT_RUN_MIN else 45.0
+        pace_s = 12.0 if self.minutes < SHORT_RUN_MIN else 45.0
         # Leave the last part of the run quiet, so the last fault's effects are counted.
         while time.monotonic() + pace_s < end:
             t0 = time.monotonic()
@@ -720,7 +748,8 @@ def main() -> int:
         code = 130
     except Exception as exc:  # a fault the stack did not recover from is a finding
         print(f"soak: FAILED: {exc}", flush=True)
-        print(f"soak: after {len(soak.faults)} faults recovered from", flush=True)
+        print(f"soak: during fault {len(soak.faults) + 1} ({soak.current}), after "
+              f"{len(soak.faults)} recovered from", flush=True)
     finally:
         log("tearing down")
         soak.teardown()
