@@ -119,7 +119,8 @@ class Agent:
     metrics_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     runs: int = 0
-    killed_runs: list[float] = field(default_factory=list)  # measured at the last scrape
+    # (measured, dropped, set aside) scraped right before each SIGKILL
+    killed_runs: list[tuple[int, int, int]] = field(default_factory=list)
     deleted: bool = False
     spool_disk: Path | None = None  # a tmpfs as large as spool.max_bytes, when given
 
@@ -166,11 +167,13 @@ class Agent:
     def sigkill(self) -> None:
         """Scrapes the counters, then SIGKILLs: what was measured after the scrape or held in
         memory unbatched dies with the process, and is reported as such."""
-        measured = self.metrics().get("stormwatch_agent_samples_measured_total:mesh", 0.0)
+        m = self.metrics()
         assert self.proc is not None
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
-        self.killed_runs.append(measured)
+        measured, dropped, aside = (int(m.get(f"stormwatch_agent_samples_{c}_total:mesh", 0))
+                                    for c in ("measured", "dropped", "set_aside"))
+        self.killed_runs.append((measured, dropped, aside))
 
     def stop(self, timeout_s: float = 120) -> None:
         if self.alive():
@@ -597,26 +600,30 @@ class Soak:
         rows = {str(src): (int(n), int(d)) for src, n, d in self.sql(
             "SELECT src_agent_id, count(*), count(DISTINCT (dst_agent_id, round, time)) "
             "FROM mesh_samples WHERE org_id = %s GROUP BY src_agent_id", self.info["org_id"])}
-        sent = stored = dup = lost = dropped = discarded = unflushed = kills = 0
+        sent = stored = dup = lost = dropped = aside = discarded = unflushed = kills = 0
         for a in self.agents:
             finals = a.final_counts()
-            measured = sum(int(r["mesh_measured"]) for r in finals)
-            a_dropped = sum(int(r["mesh_dropped"]) for r in finals)
-            killed = sum(int(m) for m in a.killed_runs)
+            measured = sum(int(r["mesh_measured"]) for r in finals) + sum(
+                k[0] for k in a.killed_runs)
+            a_dropped = sum(int(r["mesh_dropped"]) for r in finals) + sum(
+                k[1] for k in a.killed_runs)
+            a_aside = sum(int(r.get("mesh_set_aside", 0)) for r in finals) + sum(
+                k[2] for k in a.killed_runs)
             n, distinct = rows.get(a.agent_id, (0, 0))
-            sent += measured + killed
+            sent += measured
             stored += distinct
             dup += n - distinct
             dropped += a_dropped
+            aside += a_aside
             kills += len(a.killed_runs)
             left = int(finals[-1]["spooled_batches_left"]) if finals else 0
             if left and not a.deleted:
                 problems.append(f"{a.name}: {left} batches left in its spool")
             if a.deleted:
                 # Its spool is deleted with it: what it held is never stored, by design.
-                discarded += max(0, measured + killed - a_dropped - distinct)
+                discarded += max(0, measured - a_dropped - a_aside - distinct)
                 continue
-            residue = measured + killed - a_dropped - distinct
+            residue = measured - a_dropped - a_aside - distinct
             if a.killed_runs:
                 # Unbatched samples (up to a batch age, plus one batch in flight) die with
                 # a SIGKILLed agent; more than that, or fewer than none, is a loss.
@@ -630,8 +637,8 @@ class Soak:
                     unflushed += max(0, residue)
             elif residue != 0:
                 lost += residue
-                problems.append(f"{a.name}: measured {measured}, dropped {a_dropped}, stored "
-                                f"{distinct}: {residue} lost")
+                problems.append(f"{a.name}: measured {measured}, dropped {a_dropped}, set "
+                                f"aside {a_aside}, stored {distinct}: {residue} lost")
             if n != distinct:
                 problems.append(f"{a.name}: {n - distinct} duplicated rows")
 
@@ -671,7 +678,8 @@ class Soak:
         longest = max((f.recovery_s for f in self.faults), default=0.0)
         line = (f"soak: {self.minutes:g} min, {len(self.faults)} faults, samples sent {sent} "
                 f"stored {stored} lost {lost} duplicated {dup}"
-                f" (dropped by agents {dropped}, discarded with deleted agents {discarded}, "
+                f" (dropped by agents {dropped}, set aside as about deleted peers {aside}, "
+                f"discarded with deleted agents {discarded}, "
                 f"unflushed at {kills} agent SIGKILLs {unflushed}), "
                 f"alerts {alerts} (model not checked), notifications {len(expected)} "
                 f"({n_dup} duplicated, {len(missing)} missing), 5xx {len(seen)} "
