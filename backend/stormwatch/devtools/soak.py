@@ -486,6 +486,11 @@ class Soak:
         a = self.rng.choice([a for a in self.agents if a.alive()])
         f = Fault("kill agent", time.monotonic(), detail=a.name)
         a.sigkill()
+        # Down for a supervisor's restart delay: its peers' sends fail meanwhile, which the
+        # loss rule sees, so every run has alerts firing and resolving.
+        down_s = self.rng.uniform(3, 8)
+        f.detail += f" down {down_s:.0f} s"
+        self.pause(down_s)
         a.start()
         self.recover(f, a)
         return f
