@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONPATH := $(CURDIR)/backend
 
-.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-demo bench-throughput bench-storage client bootstrap
+.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-demo bench-throughput bench-storage client bootstrap soak
 
 run:
 	@scripts/run.sh
@@ -13,6 +13,12 @@ test:
 
 bootstrap:
 	@scripts/bootstrap.sh test
+
+# The full stack under a fault injector for SOAK_MINUTES (docs/operations.md, "Soak run");
+# SOAK_SEED replays a run's faults.
+SOAK_MINUTES ?= 30
+soak: bootstrap
+	$(PY) -m stormwatch.devtools.soak --minutes $(SOAK_MINUTES) $(if $(SOAK_SEED),--seed $(SOAK_SEED))
 
 fmt: bootstrap
 	$(PY) -m ruff format backend migrations bench

@@ -323,7 +323,8 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	final := []any{}
 	for k := metrics.Kind(0); k < metrics.NumKinds; k++ {
 		final = append(final, k.String()+"_measured", m.MeasuredCount(k), k.String()+"_shipped", m.Shipped[k].Load(),
-			k.String()+"_spooled", m.Spooled[k].Load(), k.String()+"_dropped", m.Dropped[k].Load())
+			k.String()+"_spooled", m.Spooled[k].Load(), k.String()+"_dropped", m.Dropped[k].Load(),
+			k.String()+"_set_aside", m.SetAside[k].Load())
 	}
 	final = append(final, "spooled_batches_left", ship.SpooledBatches())
 	log.Info("agent stopped", final...)

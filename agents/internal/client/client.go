@@ -130,6 +130,8 @@ type IngestResult struct {
 	BatchID   string         `json:"batch_id"`
 	Accepted  map[string]int `json:"accepted"`
 	Duplicate bool           `json:"duplicate"`
+	// reason ("deleted_peer") -> section -> rows of the batch the API did not store
+	SetAside map[string]map[string]int `json:"set_aside"`
 }
 
 // StatusError is a non-2xx answer.

@@ -30,12 +30,23 @@ var kindNames = [NumKinds]string{"mesh", "quorum", "storage", "throughput"}
 
 func (k Kind) String() string { return kindNames[k] }
 
+// KindNamed is the kind an ingest answer's section name stands for.
+func KindNamed(name string) (Kind, bool) {
+	for k, n := range kindNames {
+		if n == name {
+			return Kind(k), true
+		}
+	}
+	return 0, false
+}
+
 // Agent holds every counter the agent exposes.
 type Agent struct {
 	Measured [NumKinds]atomic.Uint64 // recorded by a probe
 	Shipped  [NumKinds]atomic.Uint64 // accepted by the API (first delivery or duplicate)
 	Spooled  [NumKinds]atomic.Uint64 // written to the on-disk spool
 	Dropped  [NumKinds]atomic.Uint64 // lost: spool full or batch rejected
+	SetAside [NumKinds]atomic.Uint64 // stored batch, rows left out by the API (about a deleted peer)
 
 	BatchesSent      atomic.Uint64
 	BatchesDuplicate atomic.Uint64
@@ -132,6 +143,8 @@ var (
 			func(a *Agent, k Kind) uint64 { return a.Spooled[k].Load() }},
 		{prometheus.NewDesc("stormwatch_agent_samples_dropped_total", "Samples lost because the spool was full or the API rejected the batch.", []string{"kind"}, nil),
 			func(a *Agent, k Kind) uint64 { return a.Dropped[k].Load() }},
+		{prometheus.NewDesc("stormwatch_agent_samples_set_aside_total", "Samples of a stored batch that the API left out, as about a peer deleted meanwhile.", []string{"kind"}, nil),
+			func(a *Agent, k Kind) uint64 { return a.SetAside[k].Load() }},
 	}
 	simple = []struct {
 		desc *prometheus.Desc

@@ -337,8 +337,10 @@ func (s *Shipper) deliver(hardCtx context.Context, it *item) {
 		}
 		res, err := s.poster.PostBatch(hardCtx, it.gz)
 		if err == nil {
+			aside := setAside(res)
 			for k, n := range it.counts {
-				s.o.Metrics.Shipped[k].Add(uint64(n))
+				s.o.Metrics.Shipped[k].Add(uint64(n - aside[k]))
+				s.o.Metrics.SetAside[k].Add(uint64(aside[k]))
 			}
 			s.o.Metrics.BatchesSent.Add(1)
 			if res.Duplicate {
@@ -490,3 +492,16 @@ func (s *Shipper) backoff(attempt int) time.Duration {
 
 // SpooledBatches is the number of batches waiting on disk.
 func (s *Shipper) SpooledBatches() int { return s.spool.len() }
+
+// setAside counts, per kind, the rows an ingest answer says were left out of a stored batch.
+func setAside(res client.IngestResult) Counts {
+	var c Counts
+	for _, sections := range res.SetAside {
+		for section, n := range sections {
+			if k, ok := metrics.KindNamed(section); ok {
+				c[k] += n
+			}
+		}
+	}
+	return c
+}

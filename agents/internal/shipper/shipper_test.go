@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,7 @@ type fakeIngest struct {
 	attempts map[string][]time.Time
 	maxBody  int64               // > 0: bodies over it are answered 413, like the API
 	latency  map[string][]string // batch id -> its storage.latency_us column
+	setAside string              // a section whose rows the answer sets aside, as about a deleted peer
 	srv      *httptest.Server
 }
 
@@ -155,7 +157,11 @@ func (f *fakeIngest) serve(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusOK
 	}
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(map[string]any{"batch_id": id, "accepted": counts, "duplicate": dup})
+	answer := map[string]any{"batch_id": id, "accepted": counts, "duplicate": dup}
+	if n := counts[f.setAside]; n > 0 && !dup {
+		answer["set_aside"] = map[string]any{"deleted_peer": map[string]int{f.setAside: n}}
+	}
+	_ = json.NewEncoder(w).Encode(answer)
 }
 
 func (f *fakeIngest) totals() (samples int, batches int) {
@@ -510,5 +516,36 @@ func TestAnUnavailableAPIKeepsTheBatchAndTheShipperRunning(t *testing.T) {
 	waitFor(t, "delivery after 503s", 20*time.Second, func() bool { n, _ := f.totals(); return n == 50 })
 	if h.m.Dropped[metrics.Storage].Load() != 0 || h.s.Deleted() {
 		t.Fatal("a 503 dropped samples or stopped the shipper")
+	}
+}
+
+// The API stores a batch but sets aside its rows about a peer deleted meanwhile: those
+// samples are counted as set aside, not shipped, so the agent's counters still add up to
+// what the database holds.
+func TestRowsTheAPISetsAsideAreCountedAsSetAsideNotShipped(t *testing.T) {
+	f := newFakeIngest(t)
+	f.setAside = "throughput"
+	h := startShipper(t, f.srv.URL, t.TempDir(), nil)
+	for i := range 5 {
+		h.s.AddThroughput(sample.Throughput{TimeUS: int64(i + 1), PeerID: "00000000-0000-4000-8000-0000000000d1",
+			Proto: "tcp", ExperimentID: "e", Direction: "send", BytesPerS: 1e6})
+	}
+	want := []string{`stormwatch_agent_samples_set_aside_total{kind="throughput"} 5`,
+		`stormwatch_agent_samples_shipped_total{kind="throughput"} 0`}
+	var text string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var buf bytes.Buffer
+		if err := h.m.WriteText(&buf); err != nil {
+			t.Fatal(err)
+		}
+		text = buf.String()
+		if n, _ := f.totals(); n == 5 && strings.Contains(text, want[0]) && strings.Contains(text, want[1]) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the batch was answered with 5 rows set aside, want %q in:\n%s", want, text)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
