@@ -23,11 +23,20 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from stormwatch.devtools.bootstrap import ensure_demo_org, org_exists
-from stormwatch.devtools.demo import FAST, DemoFleet, Schedule
+from stormwatch.devtools.demo import (
+    DEMO_SIZES,
+    FAST,
+    FLEET,
+    STORAGE,
+    THROUGHPUT,
+    DemoFleet,
+    Schedule,
+)
 from stormwatch.devtools.services import (
     PostgresServer,
     RedisServer,
@@ -182,8 +191,9 @@ class Stack:
         if self.demo is not None:
             self.fleet = DemoFleet(self.data_dir, self.state, self._save_state, self._spawn,
                                    self.demo)
-            extra["demo"] = self.fleet.start(url, demo["api_key"], demo["enrollment_token"],
-                                             self.env, free_port)
+            status = self.fleet.start(url, demo["api_key"], demo["enrollment_token"],
+                                      self.env, free_port)
+            extra["demo"] = {**status, **demo_facts()}
         return {**extra, "url": url, "host": str(self.host), "data_dir": str(self.data_dir),
                 "email": demo["email"], "password": demo["password"],
                 "enrollment_token": demo["enrollment_token"], "api_key": demo["api_key"],
@@ -236,6 +246,16 @@ class Stack:
             self.redis.stop()
         if self.pg:
             self.pg.stop()
+
+
+def demo_facts() -> dict[str, Any]:
+    """What the demo is made of, beside the emulator's status: a test of the running demo
+    reads the fleet, the storage profiles and the throughput path from here, not a copy."""
+    return {"fleet": [{"name": a.name, "provider": a.provider, "region": a.region}
+                      for a in FLEET],
+            "storage_providers": [p.provider for p in STORAGE],
+            "storage_sizes_bytes": list(DEMO_SIZES),
+            "throughput": asdict(THROUGHPUT)}
 
 
 def _storage_engine(database_url: str) -> str:

@@ -24,7 +24,7 @@ function python() {
 
 /**
  * @param {{ port?: number, withWorker?: boolean, demo?: "fast" | "full", dataDir?: string, timeoutMs?: number, log?: (s: string) => void }} opts
- * @returns {Promise<{ info: any, stop: () => Promise<void> }>}
+ * @returns {Promise<{ info: any, pid: number, stop: (opts?: { signal?: NodeJS.Signals, graceMs?: number }) => Promise<{ code: number | null, sig: NodeJS.Signals | null }> }>}
  */
 export function startStack(opts = {}) {
   const args = ["-m", process.env.SW_STACK_MODULE ?? "stormwatch.devtools.stack"];
@@ -46,13 +46,15 @@ export function startStack(opts = {}) {
   });
   const exited = new Promise((resolve) => child.on("exit", (code, sig) => resolve({ code, sig })));
 
-  const stop = async () => {
+  /** Stops the stack with `signal` (SIGKILL after `graceMs`); resolves with how it exited. */
+  const stop = async ({ signal = "SIGTERM", graceMs = 30_000 } = {}) => {
     if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      const t = setTimeout(() => child.kill("SIGKILL"), 30_000);
+      child.kill(signal);
+      const t = setTimeout(() => child.kill("SIGKILL"), graceMs);
       await exited;
       clearTimeout(t);
     }
+    return exited;
   };
 
   return new Promise((resolve, reject) => {
@@ -72,7 +74,7 @@ export function startStack(opts = {}) {
           const info = JSON.parse(line);
           if (info.url) {
             clearTimeout(timer);
-            resolve({ info, stop });
+            resolve({ info, pid: child.pid, stop });
           }
         } catch {
           // not the ready line
