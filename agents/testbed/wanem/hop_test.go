@@ -44,12 +44,12 @@ func TestAHopIsLearnedFromOneChunkTurnsOnly(t *testing.T) {
 		{"one turn of 100 µs", func(h *hop) {
 			h.sending(t0)
 			h.replied(t0.Add(100 * time.Microsecond))
-		}, 50 * time.Microsecond},
+		}, 50*time.Microsecond - hopGuard},
 		{"a reply's later chunks do not count", func(h *hop) {
 			h.sending(t0)
 			h.replied(t0.Add(100 * time.Microsecond))
 			h.replied(t0.Add(900 * time.Microsecond))
-		}, 50 * time.Microsecond},
+		}, 50*time.Microsecond - hopGuard},
 		{"a message of two chunks does not count", func(h *hop) {
 			h.sending(t0)
 			h.sending(t0.Add(time.Millisecond))
@@ -61,11 +61,11 @@ func TestAHopIsLearnedFromOneChunkTurnsOnly(t *testing.T) {
 				h.sending(at)
 				h.replied(at.Add(time.Duration(i*2) * time.Microsecond))
 			}
-		}, 74 * time.Microsecond / 2},
+		}, 74*time.Microsecond/2 - hopGuard},
 		{"a loaded machine's slow turns are not taken off", func(h *hop) {
 			h.sending(t0)
 			h.replied(t0.Add(4 * time.Millisecond))
-		}, hopCap},
+		}, hopCap - hopGuard},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := &hop{}
