@@ -22,17 +22,17 @@ export default function Distributions() {
   const refetchInterval = range.refresh || false;
   const byClass = useQuery({
     queryKey: ["mesh", "boxes", range.key, "topology_class"],
-    queryFn: ({ signal }) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "topology_class" }, signal),
+    queryFn: ({ signal }) => getBoxes({ ...range.window(), groupBy: "topology_class" }, signal),
     refetchInterval,
   });
   const byPayload = useQuery({
     queryKey: ["mesh", "boxes", range.key, "payload_bytes", topo],
-    queryFn: ({ signal }) => getBoxes({ fromMs: range.fromMs, toMs: range.toMs, groupBy: "payload_bytes", topologyClass: topo }, signal),
+    queryFn: ({ signal }) => getBoxes({ ...range.window(), groupBy: "payload_bytes", topologyClass: topo }, signal),
     refetchInterval,
   });
   const lines = useQuery({
     queryKey: ["mesh", "pair-lines", range.key, topo, windowS],
-    queryFn: ({ signal }) => getPairLines({ fromMs: range.fromMs, toMs: range.toMs, topologyClass: topo, windowS }, signal),
+    queryFn: ({ signal }) => getPairLines({ ...range.window(), topologyClass: topo, windowS }, signal),
     refetchInterval,
   });
   const span = range.toMs - range.fromMs;

@@ -26,7 +26,7 @@ export default function Overview() {
   const range = useRange();
   const state = useQuery({
     queryKey: ["mesh", "heatmap", range.key, level, stat],
-    queryFn: ({ signal }) => getHeatmap({ fromMs: range.fromMs, toMs: range.toMs, level, stat }, signal),
+    queryFn: ({ signal }) => getHeatmap({ ...range.window(), level, stat }, signal),
     refetchInterval: range.refresh || false,
   });
 

@@ -93,20 +93,20 @@ export default function Pair() {
   const bucketUs = Number(params.get("bucket_us") ?? "") || 0;
   const range = useRange();
   const windowS = windowSecondsFor(range.toMs - range.fromMs);
-  const q: PairQuery = { fromMs: range.fromMs, toMs: range.toMs, level, src: src ?? "", dst: dst ?? "" };
+  const q = (): PairQuery => ({ ...range.window(), level, src: src ?? "", dst: dst ?? "" });
   const on = Boolean(src && dst);
   const pair = ["pair", range.key, level, src, dst] as const;
   const refetchInterval = range.refresh || false;
 
-  const summary = useQuery({ queryKey: [...pair, "summary"], queryFn: ({ signal }) => getPairSummary(q, signal), enabled: on, refetchInterval });
-  const timeline = useQuery({ queryKey: [...pair, "timeline", windowS], queryFn: ({ signal }) => getPairTimeline(q, windowS, signal), enabled: on, refetchInterval });
-  const shifts = useQuery({ queryKey: [...pair, "level-shifts", windowS], queryFn: ({ signal }) => getPairLevelShifts(q, windowS, signal), enabled: on, refetchInterval });
-  const dist = useQuery({ queryKey: [...pair, "distribution", bucketUs], queryFn: ({ signal }) => getPairDistribution(q, bucketUs || null, signal), enabled: on, refetchInterval });
-  const csv = useQuery({ queryKey: [...pair, "csv-url", windowS], queryFn: () => pairCsvUrl(q, windowS), enabled: on });
-  const quorum = useQuery({ queryKey: [...pair, "quorum"], queryFn: ({ signal }) => getQuorum(q, signal), enabled: on && level === "node", refetchInterval });
+  const summary = useQuery({ queryKey: [...pair, "summary"], queryFn: ({ signal }) => getPairSummary(q(), signal), enabled: on, refetchInterval });
+  const timeline = useQuery({ queryKey: [...pair, "timeline", windowS], queryFn: ({ signal }) => getPairTimeline(q(), windowS, signal), enabled: on, refetchInterval });
+  const shifts = useQuery({ queryKey: [...pair, "level-shifts", windowS], queryFn: ({ signal }) => getPairLevelShifts(q(), windowS, signal), enabled: on, refetchInterval });
+  const dist = useQuery({ queryKey: [...pair, "distribution", bucketUs], queryFn: ({ signal }) => getPairDistribution(q(), bucketUs || null, signal), enabled: on, refetchInterval });
+  const csv = useQuery({ queryKey: [...pair, "csv-url", windowS], queryFn: () => pairCsvUrl(q(), windowS), enabled: on });
+  const quorum = useQuery({ queryKey: [...pair, "quorum"], queryFn: ({ signal }) => getQuorum(q(), signal), enabled: on && level === "node", refetchInterval });
   // Agent names for the title whatever the entry path (a link may carry ids only); the
   // alert badges use the same list.
-  const lossReasons = useQuery({ queryKey: [...pair, "loss-reasons"], queryFn: ({ signal }) => getPairLossReasons(q, signal), enabled: on, refetchInterval });
+  const lossReasons = useQuery({ queryKey: [...pair, "loss-reasons"], queryFn: ({ signal }) => getPairLossReasons(q(), signal), enabled: on, refetchInterval });
   const agents = useAgents({ enabled: on });
   const nameOf = (id: string | null, label: string | null) => agents.data?.find((a) => a.id === id)?.name ?? label ?? id ?? "";
   const srcLabel = level === "node" ? nameOf(src, params.get("srcLabel")) : (params.get("srcLabel") ?? src ?? "");

@@ -45,27 +45,27 @@ export default function Storage() {
   const adjusted = params.get("adjust") === "rtt";
   const op = params.get("op") === "get" ? "get" : "put";
   const size = Number(params.get("size") ?? "") || 0;
-  const q = { fromMs: range.fromMs, toMs: range.toMs };
+  const q = () => range.window();
 
   const refetchInterval = range.refresh || false;
-  const comp = useQuery({ queryKey: ["storage", "comparison", range.key], queryFn: ({ signal }) => getStorageComparison(q, signal), refetchInterval });
+  const comp = useQuery({ queryKey: ["storage", "comparison", range.key], queryFn: ({ signal }) => getStorageComparison(q(), signal), refetchInterval });
   const sizes = [...new Set((comp.data ?? []).map((r) => r.size_bytes))].sort((a, b) => a - b);
   const cdfSize = size || sizes[0] || 0;
-  const sized = { ...q, op, sizeBytes: cdfSize, adjusted };
+  const sized = () => ({ ...range.window(), op, sizeBytes: cdfSize, adjusted });
   // Without a size (no samples yet) there is nothing to ask: an empty answer, as before.
   const cdf = useQuery({
     queryKey: ["storage", "cdf", range.key, op, cdfSize, adjusted],
-    queryFn: ({ signal }) => (cdfSize ? getStorageCdf(sized, signal) : Promise.resolve([])),
+    queryFn: ({ signal }) => (cdfSize ? getStorageCdf(sized(), signal) : Promise.resolve([])),
     refetchInterval,
   });
   const daily = useQuery({
     queryKey: ["storage", "daily-medians", range.key, op, cdfSize, adjusted],
-    queryFn: ({ signal }) => (cdfSize ? getDailyMedians(sized, signal) : Promise.resolve([])),
+    queryFn: ({ signal }) => (cdfSize ? getDailyMedians(sized(), signal) : Promise.resolve([])),
     refetchInterval,
   });
-  const repl = useQuery({ queryKey: ["storage", "replication", range.key], queryFn: ({ signal }) => getReplication(q, signal), refetchInterval });
-  const cons = useQuery({ queryKey: ["storage", "consistency", range.key], queryFn: ({ signal }) => getConsistency(q, signal), refetchInterval });
-  const conc = useQuery({ queryKey: ["storage", "concurrency", range.key], queryFn: ({ signal }) => getConcurrency(q, signal), refetchInterval });
+  const repl = useQuery({ queryKey: ["storage", "replication", range.key], queryFn: ({ signal }) => getReplication(q(), signal), refetchInterval });
+  const cons = useQuery({ queryKey: ["storage", "consistency", range.key], queryFn: ({ signal }) => getConsistency(q(), signal), refetchInterval });
+  const conc = useQuery({ queryKey: ["storage", "concurrency", range.key], queryFn: ({ signal }) => getConcurrency(q(), signal), refetchInterval });
 
   return (
     <>

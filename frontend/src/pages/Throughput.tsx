@@ -67,7 +67,7 @@ export default function Throughput() {
   const src = params.get("src");
   const dst = params.get("dst");
   const expId = params.get("exp");
-  const win = () => ({ fromMs: range.fromMs, toMs: range.toMs });
+  const win = () => range.window();
   const poll = range.refresh || false;
 
   const role = useRole();
@@ -76,7 +76,7 @@ export default function Throughput() {
   const pairs = useQuery({ queryKey: ["tput-pairs", range.key], queryFn: ({ signal }) => getPairs(win(), signal), refetchInterval: poll });
   // A range ending now also lists what is planned for the next day, so a run just scheduled shows.
   const ahead = range.range === "custom" ? 0 : 86_400_000;
-  const experiments = useQuery({ queryKey: ["tput-experiments", range.key], queryFn: ({ signal }) => listExperiments({ fromMs: range.fromMs, toMs: range.toMs + ahead }, signal), refetchInterval: poll || 30_000 });
+  const experiments = useQuery({ queryKey: ["tput-experiments", range.key], queryFn: ({ signal }) => { const w = range.window(); return listExperiments({ fromMs: w.fromMs, toMs: w.toMs + ahead }, signal); }, refetchInterval: poll || 30_000 });
   const az = useQuery({ queryKey: ["tput-az", range.key], queryFn: ({ signal }) => getAzPairs(win(), signal), refetchInterval: poll });
   const degradations = useQuery({ queryKey: ["tput-degradations", range.key], queryFn: ({ signal }) => getDegradations(win(), signal), refetchInterval: poll });
   const budget = useQuery({ queryKey: ["tput-budget"], queryFn: ({ signal }) => getBudget(signal), refetchInterval: 60_000 });

@@ -92,8 +92,10 @@ export function useRange() {
   const to = params.get("to");
   const refresh = refreshMs(params.get("refresh"));
   const resolved = resolveRange({ range, from, to });
-  // Query keys name the range, not the instants, so a re-render doesn't refetch;
-  // auto-refresh and explicit refetches pick up the sliding window.
+  // Query keys name the range, not the instants, so a re-render doesn't refetch. Query
+  // functions call window() for the instants: a refetch without a render in between (auto-
+  // refresh) must slide the window, which the instants of the last render would not.
   const key = { range, from, to };
-  return { ...resolved, key, refresh, range };
+  const window = () => resolveRange({ range, from, to });
+  return { ...resolved, key, refresh, range, window };
 }
