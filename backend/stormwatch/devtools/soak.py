@@ -35,6 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from stormwatch.devtools.agent_metrics import parse_metrics
 from stormwatch.devtools.services import free_port
 from stormwatch.devtools.stack import REPO, Stack
 
@@ -100,15 +101,6 @@ class Receiver:
 
 
 # -- agents --------------------------------------------------------------------------------
-def parse_metrics(body: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for line in body.splitlines():
-        m = re.match(r'^(\w+)(\{kind="(\w+)"\})? ([0-9.e+-]+)$', line)
-        if m:
-            out[m.group(1) + (f":{m.group(3)}" if m.group(3) else "")] = float(m.group(4))
-    return out
-
-
 @dataclass
 class Agent:
     name: str
@@ -375,6 +367,10 @@ class Soak:
         os.environ.setdefault("NOTIFY_RETRY_BASE_S", "1")
         os.environ.setdefault("NOTIFY_RETRY_MAX_S", "10")
         os.environ["EGRESS_ALLOW"] = "127.0.0.0/8"
+        # The faults stop and restart the servers the soak starts: never ones the environment
+        # names (a test run's own PostgreSQL or Redis), which the stack would otherwise reuse.
+        for name in ("DATABASE_URL", "REDIS_URL"):
+            os.environ.pop(name, None)
         self.stack = Stack(self.dir / "stack", free_port(), True, None, False)
         self.info = self.stack.start()
         log(f"stack up at {self.stack.url} (data in {self.dir})")

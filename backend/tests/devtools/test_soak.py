@@ -27,7 +27,9 @@ def test_a_three_minute_soak_loses_nothing_duplicates_nothing_and_leaves_no_proc
     seed = random.randrange(1 << 31)
     proc = subprocess.Popen(
         [sys.executable, "-m", "stormwatch.devtools.soak", "--minutes", "3", "--seed",
-         str(seed)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO / "backend")},
+         str(seed)], cwd=REPO, env={**{k: v for k, v in os.environ.items()
+                                        if k not in ("DATABASE_URL", "REDIS_URL")},
+                                     "PYTHONPATH": str(REPO / "backend")},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: dict[int, psutil.Process] = {}
     deadline = time.monotonic() + 20 * 60  # 3 minutes of faults, set-up and settling on load
