@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from stormwatch.devtools.agent_metrics import parse_metrics
 from stormwatch.devtools.bootstrap import OrgCredentials
 from stormwatch.devtools.services import free_port
 from tests.conftest import REPO, ApiServer
@@ -59,16 +59,6 @@ def agent_config(home: Path, name: str, api_url: str, token: str, *, region: str
         f"metrics:\n  listen: {metrics}\n"
         "flush_deadline: 20s\n")
     return config
-
-
-def parse_metrics(body: str) -> dict[str, float]:
-    """An agent's /metrics as {name or name:kind: value} (the agent's own series only)."""
-    out: dict[str, float] = {}
-    for line in body.splitlines():
-        m = re.match(r'^(\w+)(\{kind="(\w+)"\})? ([0-9.e+-]+)$', line)
-        if m:
-            out[m.group(1) + (f":{m.group(3)}" if m.group(3) else "")] = float(m.group(4))
-    return out
 
 
 def final_counts(name: str, log: Path) -> dict[str, object]:
