@@ -58,21 +58,17 @@ timescaledb_installed() {
     'import sys; from stormwatch.devtools.services import timescaledb_installed as t; sys.exit(not t())'
 }
 # Two lanes of about equal length run side by side; much of every suite waits on real servers,
-# agents and schedules, so one lane's waits overlap the other's work. The backend runs on both
-# raw-storage engines when TimescaleDB is installed: the full suite on plain PostgreSQL with the
-# UI's unit tests after it (lane 1), the suites that touch raw storage on TimescaleDB between
-# the agents and the browser tests (lane 2). Each pass's session fixture fails (never skips)
-# when the schema is not on the engine it asked for.
+# agents and schedules, so one lane's waits overlap the other's work. Lane 1 is the backend, on
+# both raw-storage engines when TimescaleDB is installed: the full suite on plain PostgreSQL,
+# then the suites that touch raw storage on TimescaleDB; lane 2 the agents and the UI. Each
+# pass's session fixture fails (never skips) when the schema is not on the engine it asked for.
 lane1() {
   suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=compose-check-secret-key docker-compose -f docker-compose.yml config -q
   if timescaledb_installed; then
     suite "backend on postgres (pytest, every suite)" pytest_on postgres
+    suite "backend on timescaledb (pytest, storage suites)" pytest_on timescaledb "${STORAGE_SUITES[@]}"
   else
     suite "backend on postgres (pytest, every suite; TimescaleDB not installed)" pytest_on postgres
-  fi
-  if [ -f frontend/package.json ]; then
-    # `npm test` in two suites, so the browser tests' time shows apart from the unit tests'.
-    suite "frontend (client check + unit)" bash -c 'cd frontend && npm run -s check:client && npm run -s test:unit -- --reporter=dot'
   fi
 }
 
@@ -83,8 +79,9 @@ lane2() {
     suite "agents (go test -race)" bash -c 'cd agents && go vet ./... && go test -race -count=1 -p 1 ./...'
     suite "agent deployment files" agents/deploy/check.sh
   fi
-  if timescaledb_installed; then
-    suite "backend on timescaledb (pytest, storage suites)" pytest_on timescaledb "${STORAGE_SUITES[@]}"
+  if [ -f frontend/package.json ]; then
+    # `npm test` in two suites, so the browser tests' time shows apart from the unit tests'.
+    suite "frontend (client check + unit)" bash -c 'cd frontend && npm run -s check:client && npm run -s test:unit -- --reporter=dot'
   fi
   if [ -f frontend/package.json ]; then
     # The browser tests build the demo's binaries themselves. The demo fleet they start runs
