@@ -23,7 +23,7 @@ func main() {
 	// Chunks due within the runtime timers' millisecond are awaited by goroutines that yield
 	// (see Proxy.forward), and a P busy yielding does not poll the network: with one P per
 	// core, a loaded fleet's replies waited for another P to go idle (cross-AZ 1.9 ms against
-	// the table's 0.8 at load 10-16; 1.4 ms with spare Ps). Spare Ps keep reads prompt.
+	// the table's 0.8 at load 10-16; 1.4 ms with spare Ps at load 9-10). Spare Ps keep reads prompt.
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(max(runtime.NumCPU(), spareProcs))
 	}
