@@ -35,9 +35,6 @@ suite() {
   } 9>> "$results/lock"
 }
 
-# The lint gate first, alone: a few tools, each quick.
-suite "lint (ruff, mypy, gofmt, go vet, tsc, eslint)" scripts/lint.sh
-
 # The storage suites: the timescaledb pass runs these.
 STORAGE_SUITES=(tests/test_migrations.py tests/api/test_ingest.py tests/api/test_ingest_sections.py
   tests/api/test_ingest_strict.py tests/api/test_analytics.py tests/api/test_analytics_fresh.py
@@ -45,23 +42,26 @@ STORAGE_SUITES=(tests/test_migrations.py tests/api/test_ingest.py tests/api/test
   tests/services/test_retention.py tests/services/test_compressed_raw.py
   tests/worker/test_rollup_tasks.py tests/e2e/test_agent_mesh_e2e.py
   tests/e2e/test_agent_storage_e2e.py)
-# Two pytest workers (xdist), a file at a time each: much of the suite waits on real servers,
-# agents and schedules, so one worker's waits overlap the other's work. Each worker starts
-# its own PostgreSQL, Redis and API on free ports.
+# Three pytest workers (xdist), a file at a time each: much of the suite waits on real
+# servers, agents and schedules, so one worker's waits overlap the others' work (a whole run
+# used 1.2 of its 2 cores with two workers). Each worker starts its own PostgreSQL, Redis and
+# API on free ports.
 pytest_on() {
   local engine=$1; shift
   (cd backend && STORMWATCH_ENGINE=$engine ../.venv/bin/python -m pytest -q -p no:cacheprovider \
-    -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=12 "$@")
+    -n "${PYTEST_WORKERS:-3}" --dist loadfile --durations=12 "$@")
 }
 timescaledb_installed() {
   PYTHONPATH=backend .venv/bin/python -c \
     'import sys; from stormwatch.devtools.services import timescaledb_installed as t; sys.exit(not t())'
 }
-# Two lanes of about equal length run side by side; much of every suite waits on real servers,
-# agents and schedules, so one lane's waits overlap the other's work. Lane 1 is the backend, on
-# both raw-storage engines when TimescaleDB is installed: the full suite on plain PostgreSQL,
-# then the suites that touch raw storage on TimescaleDB; lane 2 the agents and the UI. Each
-# pass's session fixture fails (never skips) when the schema is not on the engine it asked for.
+# Three lanes run side by side; much of every suite waits on real servers, agents and
+# schedules, so one lane's waits overlap another's work. Lane 1 is the backend, on both
+# raw-storage engines when TimescaleDB is installed: the full suite on plain PostgreSQL, then
+# the suites that touch raw storage on TimescaleDB (each pass's session fixture fails, never
+# skips, when the schema is not on the engine it asked for). Lane 2 is the agents and the
+# browser tests; lane 3 the quick ones, lint and the UI's unit tests (lanes 1 and 2 take
+# 12-14 minutes each, lane 3 about 3).
 lane1() {
   suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=compose-check-secret-key docker-compose -f docker-compose.yml config -q
   if timescaledb_installed; then
@@ -80,10 +80,6 @@ lane2() {
     suite "agent deployment files" agents/deploy/check.sh
   fi
   if [ -f frontend/package.json ]; then
-    # `npm test` in two suites, so the browser tests' time shows apart from the unit tests'.
-    suite "frontend (client check + unit)" bash -c 'cd frontend && npm run -s check:client && npm run -s test:unit -- --reporter=dot'
-  fi
-  if [ -f frontend/package.json ]; then
     # The browser tests build the demo's binaries themselves. The demo fleet they start runs
     # at a raised priority (docs/demo.md, "The fleet's CPU"), so the other lane's load does
     # not move its paths' levels. Dots and failures, not every step's name (NODE_OPTIONS
@@ -93,8 +89,17 @@ lane2() {
   fi
 }
 
+lane3() {
+  suite "lint (ruff, mypy, gofmt, go vet, tsc, eslint)" scripts/lint.sh
+  if [ -f frontend/package.json ]; then
+    # `npm test` in two suites, so the browser tests' time shows apart from the unit tests'.
+    suite "frontend (client check + unit)" bash -c 'cd frontend && npm run -s check:client && npm run -s test:unit -- --reporter=dot'
+  fi
+}
+
 lane1 &
 lane2 &
+lane3 &
 wait
 
 printf '\n=== all suites: %d s ===\n' "$SECONDS"
