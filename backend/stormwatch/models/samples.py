@@ -139,6 +139,9 @@ class IngestBatch(Base):
     batch_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     org_id: Mapped[uuid.UUID] = mapped_column(index=True)
     received_at: Mapped[datetime] = created_at_col()
+    # The batch's oldest sample (NULL for batches stored before it was kept, or empty ones):
+    # against received_at, how late its samples arrived.
+    oldest_sample_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     mesh_rows: Mapped[int] = mapped_column(Integer)
     quorum_rows: Mapped[int] = mapped_column(Integer)
     storage_rows: Mapped[int] = mapped_column(Integer)

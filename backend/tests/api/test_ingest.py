@@ -37,6 +37,22 @@ def test_it_stores_a_batch_and_a_retried_batch_adds_no_rows(api, db, fleet):
     assert count_mesh(db, org.org_id) == 300
 
 
+def test_each_batch_records_its_oldest_sample_so_late_arrivals_are_known(api, db, fleet):
+    from datetime import UTC, datetime, timedelta
+
+    org, agents = fleet
+    batch = mesh_batch(agents[0], [a.agent_id for a in agents], rounds=20)
+    times = batch["mesh"]["time_us"]
+    times[7] -= 3_600_000_000  # an hour old, in the middle of an unsorted batch
+    assert post_batch(api, agents[0], batch).status_code == 202
+    with db.connect() as c:
+        oldest, received = c.execute(text(
+            "SELECT oldest_sample_at, received_at FROM ingest_batches WHERE batch_id = :b"),
+            {"b": batch["batch_id"]}).one()
+    assert oldest == datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=min(times))
+    assert received - oldest > timedelta(minutes=59)
+
+
 def test_stored_rows_hold_exactly_the_values_sent(api, db, fleet):
     from datetime import UTC, datetime, timedelta
 

@@ -164,6 +164,13 @@ def batch_minutes(time_us: NDArray[np.int64]) -> list[datetime]:
     return [EPOCH + timedelta(minutes=int(m)) for m in np.unique(time_us // 60_000_000)]
 
 
+def oldest_sample(batch: ParsedBatch) -> datetime | None:
+    """The time of the batch's oldest sample, any section (None when it holds none)."""
+    oldest = [int(d["time_us"].min()) for d in (batch.mesh, batch.quorum, batch.storage,
+                                                 batch.throughput) if d is not None and d["n"]]
+    return EPOCH + timedelta(microseconds=min(oldest)) if oldest else None
+
+
 def _keep_rows(data: dict[str, Any], keep: NDArray[np.bool_]) -> None:
     """Narrows a section's columns to the rows kept (the dictionaries stay whole)."""
     n = int(data["n"])
@@ -292,10 +299,10 @@ async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
         # then sees the conflict, so two copies can never both commit.
         inserted = await conn.fetchval(
             "INSERT INTO ingest_batches (agent_id, batch_id, org_id, mesh_rows, quorum_rows,"
-            " storage_rows, throughput_rows) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-            " ON CONFLICT DO NOTHING RETURNING true",
+            " storage_rows, throughput_rows, oldest_sample_at)"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING true",
             batch.agent_id, batch.batch_id, org_id, counts["mesh"], counts["quorum"],
-            counts["storage"], counts["throughput"])
+            counts["storage"], counts["throughput"], oldest_sample(batch))
         if not inserted:
             stored = await conn.fetchrow(
                 "SELECT mesh_rows, quorum_rows, storage_rows, throughput_rows FROM ingest_batches"
