@@ -37,12 +37,16 @@ from typing import Any
 
 from stormwatch.devtools.agent_metrics import parse_metrics
 from stormwatch.devtools.services import free_port
+from stormwatch.devtools.soak_model import COMMIT_MARGIN_S, ModelCheck, check_loss_rule
 from stormwatch.devtools.stack import REPO, Stack
+from stormwatch.services.alerts.evaluate import SETTLE_S
 
 MESH_RATE_HZ = 5
 MESH_TIMEOUT_MS = 1000
 FLEET = 4
 MAX_BATCH_AGE_MS = 2000  # the agent's default: what it holds in memory before a batch is cut
+# The loss rule (1 of 1 windows, each pair its own group) that soak_model.py checks.
+RULE_WINDOW_S, RULE_LOSS_RATE = 30, 0.01
 SPOOL_DISK_BYTES = 1 << 20  # the smallest spool.max_bytes the agent takes
 # The 3-minute run scales PostgreSQL outages down to 10-20 s, the long ones take 20-60 s.
 SHORT_RUN_MIN = 10
@@ -396,10 +400,13 @@ class Soak:
         # Peers of a killed agent record its rounds as lost: the rule fires, then resolves.
         rule = self.api("POST", "/alert-rules", {
             "name": "soak loss", "severity": "warning", "metric": "mesh_rtt",
-            "statistic": "loss_rate", "window_s": 30,
-            "condition": {"type": "above", "value": 0.01},
+            "statistic": "loss_rate", "window_s": RULE_WINDOW_S,
+            "condition": {"type": "above", "value": RULE_LOSS_RATE},
             "channel_ids": [self.channel_id]}, ok=(201,))
         self.rule_id = rule["id"]
+        # The first window the rule judges: the model starts there too.
+        self.rule_from = self.sql("SELECT evaluated_until FROM alert_rules WHERE id = %s",
+                                  self.rule_id)[0][0]
 
     def mount_spool_disk(self) -> Path | None:
         """A disk exactly as large as the agent's spool bound, for the spool-full fault; the
@@ -597,6 +604,9 @@ class Soak:
         if not settled():
             problems.append("alert events left undispatched after the worker stopped")
 
+        model = self.check_alert_model()
+        problems += [f"alert model: {d}" for d in model.disagreements[:20]]
+
         # Samples: each agent's own counters against the distinct rows stored for it.
         rows = {str(src): (int(n), int(d)) for src, n, d in self.sql(
             "SELECT src_agent_id, count(*), count(DISTINCT (dst_agent_id, round, time)) "
@@ -682,11 +692,52 @@ class Soak:
                 f" (dropped by agents {dropped}, set aside as about deleted peers {aside}, "
                 f"discarded with deleted agents {discarded}, "
                 f"unflushed at {kills} agent SIGKILLs {unflushed}), "
-                f"alerts {alerts} (model not checked), notifications {len(expected)} "
+                f"alerts {alerts} ({model.summary()}), notifications {len(expected)} "
                 f"({n_dup} duplicated, {len(missing)} missing), 5xx {len(seen)} "
                 f"({'only 503 while the database was down' if not bad else f'{len(bad)} NOT'}),"
                 f" longest recovery {longest:.1f} s")
         return line, problems
+
+    def check_alert_model(self) -> ModelCheck:
+        """The loss rule's states, window by window, against soak_model's reference (run
+        after the worker stopped, so no evaluation moves on meanwhile). Pairs of deleted
+        agents are left out: their samples went with them."""
+        org = self.info["org_id"]
+        (until,) = self.sql("SELECT evaluated_until FROM alert_rules WHERE id = %s",
+                            self.rule_id)[0]
+        start, end = int(self.rule_from.timestamp()), int(until.timestamp())
+        gone = {a.agent_id for a in self.agents if a.deleted}
+        windows: dict[tuple[str, int], tuple[int, int]] = {}
+        source_of: dict[str, str] = {}
+        for src, dst, payload, ws, n, failed in self.sql(
+                "SELECT src_agent_id, dst_agent_id, payload_bytes, "
+                "(floor(extract(epoch FROM time) / %s) * %s)::bigint, count(*), "
+                "count(*) FILTER (WHERE status <> 0) FROM mesh_samples WHERE org_id = %s "
+                "AND time >= %s AND time < %s GROUP BY 1, 2, 3, 4", RULE_WINDOW_S,
+                RULE_WINDOW_S, org, self.rule_from, until):
+            if str(src) in gone or str(dst) in gone:
+                continue
+            key = f"{src}|{dst}|{payload}"
+            windows[(key, int(ws))] = (int(n), int(failed))
+            source_of[key] = str(src)
+        events = []
+        for key, kind, at, recorded in self.sql(
+                "SELECT a.group_key, e.kind, extract(epoch FROM e.at)::float8, "
+                "extract(epoch FROM e.created_at)::float8 FROM alert_events e JOIN alerts a "
+                "ON a.id = e.alert_id WHERE e.rule_id = %s", self.rule_id):
+            src, dst = key.split("|")[:2]
+            if src in gone or dst in gone:
+                continue
+            events.append((key, kind, at, recorded))
+            source_of.setdefault(key, src)
+        late = [(str(a), r, o) for a, r, o in self.sql(
+            "SELECT agent_id, extract(epoch FROM received_at)::float8, "
+            "extract(epoch FROM oldest_sample_at)::float8 FROM ingest_batches WHERE org_id = %s "
+            "AND received_at - oldest_sample_at > make_interval(secs => %s)", org,
+            SETTLE_S - 2 * COMMIT_MARGIN_S)]
+        return check_loss_rule(start=start, end=end, window_s=RULE_WINDOW_S,
+                               threshold=RULE_LOSS_RATE, settle_s=SETTLE_S, windows=windows,
+                               events=events, late_batches=late, source_of=source_of)
 
     def teardown(self) -> None:
         for a in self.agents:

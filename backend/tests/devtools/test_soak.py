@@ -1,7 +1,8 @@
 """The soak run of `make soak`, for 3 minutes: the whole stack and a loopback fleet under the
 fault injector must end with its line saying nothing was lost or duplicated, every notified
-alert transition arrived once, and every answer >= 500 was a 503 while PostgreSQL was down;
-and it must leave no process behind."""
+alert transition arrived once, the loss rule's states agreed with the model's window by
+window, and every answer >= 500 was a 503 while PostgreSQL was down; and it must leave no
+process behind."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ import psutil
 REPO = Path(__file__).resolve().parents[3]
 LINE = re.compile(
     r"^soak: 3 min, (?P<faults>\d+) faults, samples sent (?P<sent>\d+) stored (?P<stored>\d+) "
-    r"lost (?P<lost>\d+) duplicated (?P<dup>\d+) .*alerts (?P<alerts>\d+) .*notifications "
+    r"lost (?P<lost>\d+) duplicated (?P<dup>\d+) .*alerts (?P<alerts>\d+) \(model agrees on "
+    r"(?P<compared>\d+) pair windows.*\), notifications "
     r"(?P<notes>\d+) \((?P<ndup>\d+) duplicated, (?P<nmiss>\d+) missing\), 5xx (?P<e5>\d+) "
     r"\(only 503 while the database was down\), longest recovery (?P<rec>[\d.]+) s$", re.M)
 
@@ -48,6 +50,7 @@ def test_a_three_minute_soak_loses_nothing_duplicates_nothing_and_leaves_no_proc
     print(f"\n{m.group(0)}")
     assert int(m["faults"]) >= 4
     assert int(m["sent"]) > 0 and int(m["stored"]) > 0
+    assert int(m["compared"]) > 0
     assert (m["lost"], m["dup"], m["ndup"], m["nmiss"]) == ("0", "0", "0", "0")
 
     workdir = re.search(r"logs in (\S+)", out)
