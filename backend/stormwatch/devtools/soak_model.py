@@ -28,6 +28,7 @@ COMMIT_MARGIN_S = 2.0
 @dataclass
 class ModelCheck:
     compared: int = 0
+    firing: int = 0  # of the compared windows, those the model has firing
     late: int = 0
     early: int = 0
     disagreements: list[str] = field(default_factory=list)
@@ -35,7 +36,8 @@ class ModelCheck:
     def summary(self) -> str:
         verdict = ("model agrees" if not self.disagreements
                    else f"model DISAGREES on {len(self.disagreements)}")
-        return (f"{verdict} on {self.compared} pair windows; set aside {self.late} judged "
+        return (f"{verdict} on {self.compared} pair windows, {self.firing} of them firing; "
+                f"set aside {self.late} judged "
                 f"before all their samples arrived and {self.early} decided early")
 
 
@@ -83,6 +85,7 @@ def check_loss_rule(
             samples, failed = windows.get((key, t), (0, 0))
             breach = samples > 0 and failed / samples > threshold
             out.compared += 1
+            out.firing += breach
             if breach != firing:
                 out.disagreements.append(
                     f"{key} window at {t}: {failed} of {samples} lost, model "

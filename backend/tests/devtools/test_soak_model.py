@@ -39,8 +39,8 @@ def check(breaches: list[bool], events: list[tuple], late: list[tuple] = ()):
 def test_a_correct_evaluator_agrees_on_every_window():
     b = [False, True, True, False, True, False, False]
     r = check(b, events_of(b))
-    assert (r.compared, r.late, r.early, r.disagreements) == (7, 0, 0, [])
-    assert r.summary().startswith("model agrees on 7 pair windows")
+    assert (r.compared, r.firing, r.late, r.early, r.disagreements) == (7, 3, 0, 0, [])
+    assert r.summary().startswith("model agrees on 7 pair windows, 3 of them firing;")
 
 
 def test_a_missed_resolution_is_named_with_its_window_and_counts():
