@@ -6,10 +6,13 @@ never go down between scrapes, and only the credential's org. The last test has 
 from __future__ import annotations
 
 import math
+import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,13 +24,17 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import Engine
 
+from stormwatch.devtools.services import free_port
 from stormwatch.services import rollups
+from stormwatch.services.analytics.sketches import Sketch
 from stormwatch.services.export.prometheus import (
+    BUCKET_RELATIVE_WIDTH,
     LATENCY_LADDER,
     export_origin,
 )
 from tests.conftest import ApiServer, Services
-from tests.helpers import EnrolledAgent, enroll, post_batch
+from tests.helpers import EnrolledAgent, enroll, post_batch, serving
+from tests.notifications.servers import wait_until
 
 MAX_SERIES = 12
 # name: (provider, region, zone)
@@ -313,3 +320,100 @@ def test_pair_level_beyond_the_series_limit_is_refused_naming_it(
     # The region level of the same fleet stays within it: two regions, four cells.
     assert len({k for (name, k) in f.scrape(client, kind="mesh")
                 if name == "stormwatch_mesh_rtt_seconds_count"}) == 4
+
+
+# --- Debian's prometheus scraping the endpoint ------------------------------------------
+
+PROMETHEUS = shutil.which("prometheus")
+PAIR = ("fra1", "iad1")
+
+
+class Prometheus:
+    def __init__(self, base_url: str) -> None:
+        self.api = httpx.Client(base_url=base_url, timeout=30)
+
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        r = self.api.get("/api/v1/query", params={"query": promql,
+                                                  "time": f"{at or time.time():.3f}"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["status"] == "success", body
+        return list(body["data"]["result"])
+
+    def value(self, promql: str, at: float | None = None) -> float | None:
+        result = self.query(promql, at)
+        assert len(result) <= 1, result
+        return float(result[0]["value"][1]) if result else None
+
+
+@pytest.fixture
+def prometheus(server: ApiServer, make_org: Callable, tmp_path: Path
+               ) -> Iterator[tuple[Prometheus, Any]]:
+    if PROMETHEUS is None:
+        pytest.skip("no prometheus binary (scripts/bootstrap.sh test installs Debian's)")
+    org = make_org()
+    host, port = server.base_url.removeprefix("http://").split(":")
+    config = tmp_path / "prometheus.yml"
+    config.write_text(f"""global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: stormwatch
+    metrics_path: {EXPORT}
+    params: {{level: [pair], kind: [mesh]}}
+    authorization: {{credentials: {org.api_key}}}
+    static_configs: [{{targets: ["{host}:{port}"]}}]
+""")
+    web = free_port()
+    cmd = [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+           f"--web.listen-address=127.0.0.1:{web}"]
+    with serving(cmd, {}, tmp_path, tmp_path / "prometheus.log", web, ready_s=60):
+        prom = Prometheus(f"http://127.0.0.1:{web}")
+        wait_until("prometheus ready", 60,
+                   lambda: prom.api.get("/-/ready").status_code == 200)
+        try:
+            yield prom, org
+        finally:
+            prom.api.close()
+
+
+def test_prometheus_histogram_quantile_matches_stormwatch_s_p99(
+        client: httpx.Client, db: Engine, prometheus: tuple[Prometheus, Any]) -> None:
+    prom, org = prometheus
+    f = Fleet(org, {n: enroll(client, org.enrollment_token, f"prom-{n}", provider=p, region=r,
+                              zone=z, subnet=z) for n, (p, r, z) in AGENTS.items()}, "prom")
+    sel = (f'src_agent="prom-{PAIR[0]}",dst_agent="prom-{PAIR[1]}"')
+    count = f"stormwatch_mesh_rtt_seconds_count{{{sel}}}"
+    up = "up{job='stormwatch'}"
+    wait_until("a successful scrape", 60, lambda: prom.value(up) == 1.0)
+    before = time.time()
+    rng = np.random.default_rng(2026)
+    # A first batch makes the series exist, so the increase over the window is the second's.
+    ingest(client, db, f, rng, 50, median_by_place)
+    first = len(f.ok[PAIR])
+    wait_until("the first batch scraped", 60, lambda: prom.value(count) == first)
+    second = ingest(client, db, f, rng, 3000, median_by_place, sigma=0.5)[PAIR]
+    wait_until("the second batch scraped", 60, lambda: prom.value(count) == len(f.ok[PAIR]))
+    at = time.time()
+    window_s = math.ceil(at - before) + 2
+    promql = (f"histogram_quantile(0.99, sum by (le) (increase("
+              f"stormwatch_mesh_rtt_seconds_bucket{{{sel}}}[{window_s}s])))")
+    answer = prom.value(promql, at)
+    own = float(np.quantile(second, 0.99, method="lower")) / 1e6
+    # What Stormwatch's analyses report from the rollups: the sketch's p99 (1% accuracy).
+    sketched = (Sketch.from_values(second).quantile(0.99) or 0.0) / 1e6
+    print(f"\nPromQL: {promql}\n  Prometheus: {answer:.6f} s   Stormwatch p99 of the same "
+          f"{second.size} samples: {own:.6f} s exact, {sketched:.6f} s sketched   "
+          f"(bucket width {BUCKET_RELATIVE_WIDTH:.1%})")
+    assert answer is not None
+    assert abs(answer / own - 1) <= BUCKET_RELATIVE_WIDTH
+    assert abs(answer / sketched - 1) <= BUCKET_RELATIVE_WIDTH
+    # Since the origin: every sample and every loss of the pair.
+    lost = prom.value(f"stormwatch_mesh_lost_total{{{sel}}}", at)
+    print(f"  lost: Prometheus {lost}, ingested {f.lost[PAIR]}")
+    assert lost == f.lost[PAIR] > 0
+    total = prom.value(f"histogram_quantile(0.99, stormwatch_mesh_rtt_seconds_bucket{{{sel}}})",
+                       at)
+    every = float(np.quantile(np.asarray(f.ok[PAIR]), 0.99, method="lower")) / 1e6
+    assert total is not None and abs(total / every - 1) <= BUCKET_RELATIVE_WIDTH
+    assert first > 0

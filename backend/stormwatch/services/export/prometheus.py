@@ -24,7 +24,7 @@ What a scrape returns (docs/integrations.md is the user's version):
 * Buckets: the upper boundary of every LADDER_STEP-th DDSketch bin (gamma**k, k a multiple
   of LADDER_STEP), converted exactly to base units, over a fixed range per kind. A bin never
   straddles a boundary, so each bucket's count is exact for the sketch; the buckets are
-  BUCKET_RELATIVE_WIDTH (~10.6%) wide, which bounds how far `histogram_quantile` can be from
+  BUCKET_RELATIVE_WIDTH (10.5%) wide, which bounds how far `histogram_quantile` can be from
   the percentile Stormwatch reports. Every series carries the whole ladder, so the `le` set
   never changes.
 * Cardinality: `level="region"` (default) groups agents by provider and region, leaving
