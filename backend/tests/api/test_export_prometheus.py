@@ -32,6 +32,7 @@ from stormwatch.services.export.prometheus import (
     LATENCY_LADDER,
     export_origin,
 )
+from tests.api.conftest import logged_in
 from tests.conftest import ApiServer, Services
 from tests.helpers import EnrolledAgent, enroll, post_batch, serving
 from tests.notifications.servers import wait_until
@@ -293,6 +294,27 @@ def test_credentials_and_tenants(client: httpx.Client, fleet: Fleet,
     assert r.status_code == 200, r.text
     assert not [s for fam in text_string_to_metric_families(r.text) for s in fam.samples]
     assert fleet.prefix not in r.text and "eu-central-1" not in r.text
+
+
+def test_a_read_scoped_key_scrapes_and_changes_nothing(server: ApiServer, client: httpx.Client,
+                                                       fleet: Fleet) -> None:
+    with logged_in(server, fleet.org.email, fleet.org.password) as admin:
+        r = admin.post("/api/v1/api-keys", json={"name": "prometheus", "scope": "read"})
+        assert r.status_code == 201, r.text
+        assert r.json()["scope"] == "read"
+        key = r.json()["key"]
+        r = admin.post("/api/v1/api-keys", json={"name": "bad", "scope": "write"})
+        assert r.status_code == 422 and "scope" in r.text
+    reader = {"Authorization": f"Bearer {key}"}
+    r = client.get(EXPORT, params={"kind": "mesh"}, headers=reader)
+    assert r.status_code == 200, r.text
+    assert "stormwatch_mesh_rtt_seconds_bucket{" in r.text
+    r = client.post("/api/v1/enrollment-tokens", json={"name": "nope"}, headers=reader)
+    assert r.status_code == 403 and "admin" in r.text
+    keys = client.get("/api/v1/api-keys", headers=reader).json()
+    assert {k["name"]: k["scope"] for k in keys}["prometheus"] == "read"
+    # Keys made without a scope stay admins.
+    assert {k["scope"] for k in keys if k["name"] != "prometheus"} == {"admin"}
 
 
 @pytest.mark.parametrize(("params", "param", "says"), [
