@@ -30,7 +30,7 @@ What a scrape returns (docs/integrations.md is the user's version):
 * Cardinality: `level="region"` (default) groups agents by provider and region, leaving
   self-loops out (they would pull a region's cell down to microseconds, as in the heatmap);
   `level="pair"` exports every agent pair. A scrape of more label sets than the limit is
-  refused (ExportTooLarge) rather than truncated.
+  refused (ExportError) rather than truncated.
 """
 
 from __future__ import annotations
