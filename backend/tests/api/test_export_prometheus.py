@@ -32,6 +32,7 @@ from stormwatch.services.export.prometheus import (
     LATENCY_LADDER,
     export_origin,
 )
+from stormwatch.services.export.protobuf import NATIVE_RELATIVE_WIDTH
 from tests.api.conftest import logged_in
 from tests.conftest import ApiServer, Services
 from tests.helpers import EnrolledAgent, enroll, post_batch, serving
@@ -279,6 +280,28 @@ def test_openmetrics_when_the_scraper_asks_for_it(client: httpx.Client, fleet: F
     assert sum(counts) == sum(len(v) for (s, d), v in fleet.ok.items() if s != d)
 
 
+def test_the_delimited_protobuf_when_the_scraper_asks_for_it(client: httpx.Client,
+                                                            fleet: Fleet) -> None:
+    r = client.get(EXPORT, params={"kind": "mesh", "level": "pair"}, headers={
+        **fleet.headers(), "Accept": "application/vnd.google.protobuf;proto=io.prometheus."
+        "client.MetricFamily;encoding=delimited,text/plain;version=0.0.4;q=0.2"})
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/vnd.google.protobuf")
+    # Two length-prefixed MetricFamily messages, each starting with its name (field 1).
+    body, names = r.content, []
+    while body:
+        size, n = 0, 0
+        while True:
+            size |= (body[n] & 0x7F) << (7 * n)
+            n += 1
+            if not body[n - 1] & 0x80:
+                break
+        message, body = body[n:n + size], body[n + size:]
+        assert message[0] == 0x0A
+        names.append(message[2:2 + message[1]].decode())
+    assert names == ["stormwatch_mesh_rtt_seconds", "stormwatch_mesh_lost_total"]
+
+
 def test_credentials_and_tenants(client: httpx.Client, fleet: Fleet,
                                  make_org: Callable) -> None:
     r = client.get(EXPORT)
@@ -369,8 +392,11 @@ class Prometheus:
 
 
 @pytest.fixture
-def prometheus(server: ApiServer, make_org: Callable, tmp_path: Path
-               ) -> Iterator[tuple[Prometheus, Any]]:
+def prometheus(request: pytest.FixtureRequest, server: ApiServer, make_org: Callable,
+               tmp_path: Path) -> Iterator[tuple[Prometheus, Any]]:
+    """Prometheus scraping a new org's pair-level mesh series every second; with the
+    parameter "native" it runs with native histograms on (and so scrapes the protobuf)."""
+    native = getattr(request, "param", "") == "native"
     if PROMETHEUS is None:
         pytest.skip("no prometheus binary (scripts/bootstrap.sh test installs Debian's)")
     org = make_org()
@@ -388,7 +414,8 @@ scrape_configs:
 """)
     web = free_port()
     cmd = [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-           f"--web.listen-address=127.0.0.1:{web}"]
+           f"--web.listen-address=127.0.0.1:{web}",
+           *(["--enable-feature=native-histograms"] if native else [])]
     with serving(cmd, {}, tmp_path, tmp_path / "prometheus.log", web, ready_s=60):
         prom = Prometheus(f"http://127.0.0.1:{web}")
         wait_until("prometheus ready", 60,
@@ -439,3 +466,39 @@ def test_prometheus_histogram_quantile_matches_stormwatch_s_p99(
     every = float(np.quantile(np.asarray(f.ok[PAIR]), 0.99, method="lower")) / 1e6
     assert total is not None and abs(total / every - 1) <= BUCKET_RELATIVE_WIDTH
     assert first > 0
+
+
+@pytest.mark.parametrize("prometheus", ["native"], indirect=True)
+def test_prometheus_native_histograms_from_the_protobuf_export(
+        client: httpx.Client, db: Engine, prometheus: tuple[Prometheus, Any]) -> None:
+    prom, org = prometheus
+    f = Fleet(org, {n: enroll(client, org.enrollment_token, f"nat-{n}", provider=p, region=r,
+                              zone=z, subnet=z) for n, (p, r, z) in AGENTS.items()}, "nat")
+    sel = f'src_agent="nat-{PAIR[0]}",dst_agent="nat-{PAIR[1]}"'
+    count = f"histogram_count(stormwatch_mesh_rtt_seconds{{{sel}}})"
+    wait_until("a successful scrape", 60, lambda: prom.value("up{job='stormwatch'}") == 1.0)
+    before = time.time()
+    rng = np.random.default_rng(2027)
+    ingest(client, db, f, rng, 50, median_by_place)
+    wait_until("the first batch scraped", 60, lambda: prom.value(count) == len(f.ok[PAIR]))
+    second = ingest(client, db, f, rng, 3000, median_by_place, sigma=0.5)[PAIR]
+    wait_until("the second batch scraped", 60, lambda: prom.value(count) == len(f.ok[PAIR]))
+    # Scraped as a native histogram: no classic bucket series exist.
+    assert prom.query(f"stormwatch_mesh_rtt_seconds_bucket{{{sel}}}") == []
+    at = time.time()
+    promql = (f"histogram_quantile(0.99, sum(increase(stormwatch_mesh_rtt_seconds{{{sel}}}"
+              f"[{math.ceil(at - before) + 2}s])))")
+    answer = prom.value(promql, at)
+    sketched = (Sketch.from_values(second).quantile(0.99) or 0.0) / 1e6
+    own = float(np.quantile(second, 0.99, method="lower")) / 1e6
+    print(f"\nPromQL: {promql}\n  Prometheus (native): {answer:.6f} s   Stormwatch p99 of the "
+          f"same {second.size} samples: {own:.6f} s exact, {sketched:.6f} s sketched   "
+          f"(native bucket width {NATIVE_RELATIVE_WIDTH:.1%})")
+    assert answer is not None
+    # A sketch bin lands whole in the native bucket of its value: one bucket each way.
+    assert abs(answer / sketched - 1) <= 2 * NATIVE_RELATIVE_WIDTH
+    assert abs(answer / own - 1) <= 2 * NATIVE_RELATIVE_WIDTH + 0.01
+    total = prom.value(f"histogram_sum(stormwatch_mesh_rtt_seconds{{{sel}}})", at)
+    assert total == pytest.approx(sum(f.ok[PAIR]) / 1e6, rel=1e-9)
+    lost = prom.value(f"stormwatch_mesh_lost_total{{{sel}}}", at)
+    assert lost == f.lost[PAIR] > 0

@@ -27,6 +27,8 @@ What a scrape returns (docs/integrations.md is the user's version):
   BUCKET_RELATIVE_WIDTH (10.5%) wide, which bounds how far `histogram_quantile` can be from
   the percentile Stormwatch reports. Every series carries the whole ladder, so the `le` set
   never changes.
+* Formats: the Prometheus text format or OpenMetrics (prometheus_client's encoders, chosen
+  by the Accept header), or the protobuf with native histograms (protobuf.py).
 * Cardinality: `level="region"` (default) groups agents by provider and region, leaving
   self-loops out (they would pull a region's cell down to microseconds, as in the heatmap);
   `level="pair"` exports every agent pair. A scrape of more label sets than the limit is
@@ -38,7 +40,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -228,6 +230,10 @@ class SeriesTotals:
     buckets: NDArray[np.float64]
     sums: NDArray[np.float64]
     failures: NDArray[np.float64]
+    # The merged sketches themselves: bins from `offset` per row, and zero counts.
+    offset: int = 0
+    matrix: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 0)))
+    zero: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
 async def series_totals(session: AsyncSession, org_id: uuid.UUID, kind_name: str, level: str,
@@ -280,7 +286,7 @@ async def series_totals(session: AsyncSession, org_id: uuid.UUID, kind_name: str
     zero = np.bincount(groups, weights=dec.zero, minlength=n).astype(np.float64)
     offset, matrix = bins.matrix()
     buckets = kind.ladder.cumulative(offset, matrix, zero)
-    return SeriesTotals(kind, names, list(index), buckets, sums, failures)
+    return SeriesTotals(kind, names, list(index), buckets, sums, failures, offset, matrix, zero)
 
 
 def metric_families(totals: Sequence[SeriesTotals]) -> Iterator[Metric]:
@@ -310,7 +316,18 @@ async def export_registry(session: AsyncSession, org_id: uuid.UUID, kinds: Seque
                           level: str, max_series: int, now: datetime | None = None
                           ) -> CollectorRegistry:
     """A registry holding the org's series of `kinds` at `level`, for one scrape. Refuses
-    (ExportError) an unknown level or kind, and more than `max_series` label sets."""
+    (ExportError) what `export_totals` refuses."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(await export_totals(session, org_id, kinds, level, max_series,
+                                                    now)))
+    return registry
+
+
+async def export_totals(session: AsyncSession, org_id: uuid.UUID, kinds: Sequence[str],
+                        level: str, max_series: int, now: datetime | None = None
+                        ) -> list[SeriesTotals]:
+    """The org's series of `kinds` at `level`; ExportError for an unknown level or kind, and
+    for more than `max_series` label sets."""
     if level not in LEVELS:
         raise ExportError("level", f"level must be one of {', '.join(LEVELS)}")
     for k in kinds:
@@ -324,6 +341,4 @@ async def export_registry(session: AsyncSession, org_id: uuid.UUID, kinds: Seque
             "level", f"this export would hold {count} label sets, more than the limit of "
             f"{max_series} (PROMETHEUS_EXPORT_MAX_SERIES): scrape one kind at a time or "
             "use level=region")
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Families(totals))
-    return registry
+    return totals

@@ -8,13 +8,19 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from stormwatch.services.analytics.sketches import GAMMA, Sketch, value_keys
+from stormwatch.services.analytics.sketches import GAMMA, Sketch, key_values, value_keys
 from stormwatch.services.export.prometheus import (
     BUCKET_RELATIVE_WIDTH,
     LADDER_STEP,
     LATENCY_LADDER,
     THROUGHPUT_LADDER,
     export_origin,
+)
+from stormwatch.services.export.protobuf import (
+    NATIVE_RELATIVE_WIDTH,
+    native_buckets,
+    native_index,
+    wants_protobuf,
 )
 
 
@@ -69,3 +75,49 @@ def test_the_export_origin_is_the_last_monday_midnight_utc() -> None:
         assert now - timedelta(days=7) < origin <= now
     assert export_origin(datetime(2026, 11, 30, tzinfo=UTC)) == datetime(2026, 11, 30,
                                                                           tzinfo=UTC)
+
+
+# --- native histograms (services/export/protobuf.py) --------------------------------------
+
+
+def spans_to_indices(spans: list[tuple[int, int]]) -> list[int]:
+    out: list[int] = []
+    at = None
+    for offset, length in spans:
+        start = offset if at is None else at + offset
+        out += list(range(start, start + length))
+        at = start + length
+    return out
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_native_buckets_hold_every_sketch_bin_in_the_bucket_of_its_value(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    # A body and a far tail: two spans at least, with empty buckets between.
+    values = np.concatenate([rng.lognormal(np.log(800.0), 0.3, 3000),
+                             rng.lognormal(np.log(2e6), 0.05, 30)])
+    sketch = Sketch.from_values(values)
+    spans, counts = native_buckets(sketch.offset, sketch.counts, 1e-6)
+    assert len(spans) >= 2 and all(length > 0 for _, length in spans)
+    assert sum(counts) == values.size
+    nz = np.flatnonzero(sketch.counts)
+    idx = native_index(key_values(sketch.offset + nz) * 1e-6)
+    want: dict[int, float] = {}
+    for i, c in zip(idx.tolist(), sketch.counts[nz].tolist(), strict=True):
+        want[i] = want.get(i, 0) + c
+    assert dict(zip(spans_to_indices(spans), counts, strict=True)) == want
+    # Bucket i is (2^((i-1)/32), 2^(i/32)]: each holds the sketch's value of its bins.
+    for i, v in zip(idx.tolist(), (key_values(sketch.offset + nz) * 1e-6).tolist(),
+                    strict=True):
+        assert 2 ** ((i - 1) / 32) < v <= 2 ** (i / 32)
+    assert pytest.approx(2 ** (1 / 32) - 1) == NATIVE_RELATIVE_WIDTH
+
+
+def test_protobuf_only_when_the_scraper_asks_for_it_first() -> None:
+    prometheus_native = ("application/vnd.google.protobuf;proto=io.prometheus.client."
+                         "MetricFamily;encoding=delimited,application/openmetrics-text;"
+                         "version=1.0.0;q=0.8,text/plain;version=0.0.4;q=0.2,*/*;q=0.1")
+    assert wants_protobuf(prometheus_native)
+    assert not wants_protobuf("application/openmetrics-text;version=1.0.0,text/plain;q=0.5")
+    assert not wants_protobuf("")
+    assert not wants_protobuf("application/vnd.google.protobuf;proto=other.Message")
