@@ -13238,7 +13238,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Prometheus text or OpenMetrics, as the Accept header asks */
+            /** @description Prometheus text, OpenMetrics, or the delimited protobuf with native histograms, as the Accept header asks */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -13246,6 +13246,7 @@ export interface operations {
                 content: {
                     "text/plain": string;
                     "application/openmetrics-text": string;
+                    "application/vnd.google.protobuf": string;
                 };
             };
             /** @description Missing, unknown, revoked or expired credential */
