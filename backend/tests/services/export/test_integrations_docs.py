@@ -1,6 +1,7 @@
-"""The Grafana dashboard in docs/grafana/ queries only what the Prometheus export serves:
-its metric names, the labels of the region level, variables it defines, and PromQL that
-Prometheus's own checker accepts."""
+"""docs/integrations.md and the Grafana dashboard in docs/grafana/: the dashboard queries
+only what the Prometheus export serves (its metric names, the labels of the region level,
+variables it defines), and the scrape jobs and PromQL of both pass Prometheus's own
+checker."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ from stormwatch.core.config import REPO_ROOT
 from stormwatch.services.export.prometheus import EXPORT_KINDS, KINDS, label_names
 
 DASHBOARD = REPO_ROOT / "docs" / "grafana" / "stormwatch-latency.json"
+INTEGRATIONS = REPO_ROOT / "docs" / "integrations.md"
+PROMTOOL = shutil.which("promtool")
+NO_PROMTOOL = "no promtool (scripts/bootstrap.sh test installs Debian's prometheus)"
 # Labels Prometheus adds to every scraped series, and the histogram's bucket label.
 SCRAPE_LABELS = {"job", "instance", "le"}
 
@@ -81,8 +85,12 @@ def test_the_dashboard_imports_with_a_prometheus_data_source_input() -> None:
         assert must in titles
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None,
-                    reason="no promtool (scripts/bootstrap.sh test installs Debian's prometheus)")
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    assert PROMTOOL is not None
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason=NO_PROMTOOL)
 def test_every_query_is_promql_that_promtool_accepts(tmp_path: Path) -> None:
     rules = []
     for i, (_, expr) in enumerate(q for q in queries(load()) if q[0].startswith("panel")):
@@ -92,7 +100,29 @@ def test_every_query_is_promql_that_promtool_accepts(tmp_path: Path) -> None:
     path = tmp_path / "rules.yml"
     # JSON is YAML: promtool reads it as a rule file.
     path.write_text(json.dumps({"groups": [{"name": "dashboard", "rules": rules}]}))
-    out = subprocess.run(["promtool", "check", "rules", str(path)], capture_output=True,
-                         text=True, timeout=120)
+    out = promtool("check", "rules", str(path))
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"{len(rules)} rules found" in out.stdout
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason=NO_PROMTOOL)
+def test_the_documented_scrape_jobs_and_queries_pass_promtool(tmp_path: Path) -> None:
+    text = INTEGRATIONS.read_text()
+    jobs = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    assert len(jobs) == 2 and jobs[0].startswith("scrape_configs:")
+    key = tmp_path / "stormwatch.key"
+    key.write_text("swk_example\n")
+    config = tmp_path / "prometheus.yml"
+    config.write_text("".join(jobs).replace("/etc/prometheus/stormwatch.key", str(key)))
+    out = promtool("check", "config", str(config))
+    assert out.returncode == 0, out.stdout + out.stderr
+    exprs = [" ".join(q.split()) for q in re.findall(r"```promql\n(.*?)```", text, re.S)]
+    assert len(exprs) >= 5
+    names = exported_names() | {"stormwatch_mesh_rtt_seconds"}  # native: no suffix
+    for expr in exprs:
+        assert set(re.findall(r"\bstormwatch_[a-z_]+", expr)) <= names, expr
+    rules = [{"record": f"stormwatch:docs_query:{i}", "expr": e} for i, e in enumerate(exprs)]
+    path = tmp_path / "rules.yml"
+    path.write_text(json.dumps({"groups": [{"name": "docs", "rules": rules}]}))
+    out = promtool("check", "rules", str(path))
+    assert out.returncode == 0, out.stdout + out.stderr
