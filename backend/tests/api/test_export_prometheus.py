@@ -317,6 +317,10 @@ def test_credentials_and_tenants(client: httpx.Client, fleet: Fleet,
     assert r.status_code == 200, r.text
     assert not [s for fam in text_string_to_metric_families(r.text) for s in fam.samples]
     assert fleet.prefix not in r.text and "eu-central-1" not in r.text
+    r = client.get(EXPORT, params={"level": "pair"}, headers={
+        "Authorization": f"Bearer {other.api_key}",
+        "Accept": "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily"})
+    assert r.status_code == 200 and r.content == b""
 
 
 def test_a_read_scoped_key_scrapes_and_changes_nothing(server: ApiServer, client: httpx.Client,

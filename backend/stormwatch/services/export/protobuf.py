@@ -134,6 +134,8 @@ def encode(totals: Sequence[SeriesTotals]) -> bytes:
 
 def _families(totals: Sequence[SeriesTotals]) -> Iterator[bytes]:
     for t in totals:
+        if not t.labels:
+            continue  # a family without metrics says nothing; the text formats keep its HELP
         bounds = t.kind.ladder.bounds()
         metrics = []
         for row, labels in enumerate(t.labels):
