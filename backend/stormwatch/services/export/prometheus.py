@@ -18,7 +18,7 @@ What a scrape returns (docs/integrations.md is the user's version):
   leaves 30 s for late samples); samples of the last minute before the weekly origin move
   that are rolled after it are not exported.
 * The total is cheap: day rows for the whole days since the origin, hour rows for today's
-  whole hours, minute rows for the current hour (at most 7 + 23 + 60 rows per series). The
+  whole hours, minute rows for the current hour (at most 6 + 23 + 60 rows per series). The
   rollup pass rewrites a minute and its hour and day in one transaction, so the three levels
   always add up to the same total.
 * Buckets: the upper boundary of every LADDER_STEP-th DDSketch bin (gamma**k, k a multiple
