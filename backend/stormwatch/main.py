@@ -37,6 +37,7 @@ from stormwatch.api.routes import (
     audit,
     auth,
     channels,
+    export,
     health,
     ingest,
     invitations,
@@ -81,6 +82,7 @@ ROUTERS = [
     throughput.router,
     vocabularies.router,
     audit.router,
+    export.router,
 ]
 
 

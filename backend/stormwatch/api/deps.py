@@ -137,8 +137,8 @@ async def _token_principal(session: AsyncSession, token: str) -> Principal:
             await session.execute(update(ApiKey).where(ApiKey.id == key.id)
                                   .values(last_used_at=now))
             await session.commit()
-        return Principal(kind="api_key", org_id=key.org_id, role="admin",
-                         api_key_id=key.id)
+        return Principal(kind="api_key", org_id=key.org_id,
+                         role="viewer" if key.scope == "read" else "admin", api_key_id=key.id)
     if kind == "agent":
         agent = await _agent_from_token(session, token)
         return Principal(kind="agent", org_id=agent.org_id, agent=agent)

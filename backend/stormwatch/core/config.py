@@ -44,6 +44,10 @@ class Settings(BaseSettings):
 
     db_unavailable_retry_after_s: int = 5
 
+    # Label sets one Prometheus scrape may hold (each a histogram of ~157 buckets); a larger
+    # export is refused with a 422 naming this limit instead of being cut short.
+    prometheus_export_max_series: int = Field(default=2000, ge=1)
+
     # Failed logins per account (email): free ones, then a wait of base * 2^(n - free - 1)
     # seconds after each, then a lock of login_lock_s; failures are forgotten that long after
     # the last one, and a successful login forgets them at once.

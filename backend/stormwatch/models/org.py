@@ -60,6 +60,11 @@ class UserSession(Base):
     last_seen_at: Mapped[datetime] = created_at_col()
 
 
+# What an API key may do in its org: "admin" what an admin may (every key made before scopes
+# existed), "read" what a viewer may (a scrape job, a dashboard).
+API_KEY_SCOPES = ("admin", "read")
+
+
 class ApiKey(Base):
     __tablename__ = "api_keys"
 
@@ -68,6 +73,8 @@ class ApiKey(Base):
     name: Mapped[str] = mapped_column(String(200))
     prefix: Mapped[str] = mapped_column(String(20))
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # "admin" acts as an admin of the org; "read" reads it as a viewer does (API_KEY_SCOPES).
+    scope: Mapped[str] = mapped_column(String(10), server_default="admin", default="admin")
     created_by: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("users.id", ondelete="SET NULL")
     )

@@ -9,6 +9,9 @@ from stormwatch.schemas.types import IsoDatetime
 
 class ApiKeyCreate(BaseModel):
     name: str = Field(min_length=1, max_length=200)
+    scope: str = Field(default="admin", pattern="^(admin|read)$", description=(
+        "admin: acts as an admin of the org; read: reads everything of the org as a viewer "
+        "does and changes nothing (e.g. a Prometheus scrape job)"))
 
 
 class ApiKeyPublic(BaseModel):
@@ -17,6 +20,7 @@ class ApiKeyPublic(BaseModel):
     id: uuid.UUID
     name: str
     prefix: str
+    scope: str
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.core.security import hash_password, hash_token, new_token, verify_password
 from stormwatch.models import ApiKey, EnrollmentToken, Org, User, UserSession
-from stormwatch.models.org import DEFAULT_MESH_SETTINGS
+from stormwatch.models.org import API_KEY_SCOPES, DEFAULT_MESH_SETTINGS
 
 
 def slugify(name: str) -> str:
@@ -115,10 +115,13 @@ async def change_password(session: AsyncSession, user: User, new_password: str) 
 
 
 async def create_api_key(session: AsyncSession, org_id: uuid.UUID, name: str,
-                         created_by: uuid.UUID | None) -> tuple[ApiKey, str]:
+                         created_by: uuid.UUID | None, scope: str = "admin"
+                         ) -> tuple[ApiKey, str]:
+    if scope not in API_KEY_SCOPES:
+        raise ValueError(f"API key scope must be one of {', '.join(API_KEY_SCOPES)}")
     tok = new_token("api_key")
     key = ApiKey(id=uuid.uuid4(), org_id=org_id, name=name, prefix=tok.prefix,
-                 token_hash=tok.token_hash, created_by=created_by)
+                 token_hash=tok.token_hash, created_by=created_by, scope=scope)
     session.add(key)
     await session.flush()
     return key, tok.token

@@ -128,6 +128,8 @@ ACCESS: dict[tuple[str, str], str] = {
         "{kind}/asymmetry", "{kind}/welch", "{kind}/cv-rmse", "mesh/detours", "mesh/loss-reasons",
         "quorum/compare", "storage/comparison", "storage/daily-medians",
         "storage/replication")},
+    # The Prometheus scrape target reads like the analyses.
+    ("GET", "/api/v1/export/prometheus"): "read",
 }
 
 DENIED = {401, 403}

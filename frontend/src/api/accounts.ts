@@ -64,8 +64,8 @@ export async function listApiKeys(signal?: AbortSignal): Promise<S["ApiKeyPublic
   return unwrap(await api.GET("/api/v1/api-keys", { signal }));
 }
 
-export async function createApiKey(name: string): Promise<S["ApiKeyCreated"]> {
-  return unwrap(await api.POST("/api/v1/api-keys", { body: { name } }));
+export async function createApiKey(name: string, scope: "admin" | "read" = "admin"): Promise<S["ApiKeyCreated"]> {
+  return unwrap(await api.POST("/api/v1/api-keys", { body: { name, scope } }));
 }
 
 export async function revokeApiKey(id: string): Promise<void> {

@@ -1502,6 +1502,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/export/prometheus": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Measured latencies as Prometheus histograms (a scrape target) */
+        get: operations["get_prometheus_api_v1_export_prometheus_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2097,6 +2114,12 @@ export interface components {
         ApiKeyCreate: {
             /** Name */
             name: string;
+            /**
+             * Scope
+             * @description admin: acts as an admin of the org; read: reads everything of the org as a viewer does and changes nothing (e.g. a Prometheus scrape job)
+             * @default admin
+             */
+            scope: string;
         };
         /** ApiKeyCreated */
         ApiKeyCreated: {
@@ -2109,6 +2132,8 @@ export interface components {
             name: string;
             /** Prefix */
             prefix: string;
+            /** Scope */
+            scope: string;
             /**
              * Created At
              * Format: date-time
@@ -2135,6 +2160,8 @@ export interface components {
             name: string;
             /** Prefix */
             prefix: string;
+            /** Scope */
+            scope: string;
             /**
              * Created At
              * Format: date-time
@@ -13157,6 +13184,69 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["AuditPage"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_prometheus_api_v1_export_prometheus_get: {
+        parameters: {
+            query?: {
+                /** @description region: one series per provider/region (pair); pair: one per agent (pair), at most PROMETHEUS_EXPORT_MAX_SERIES label sets */
+                level?: "region" | "pair";
+                /** @description which measurements; all by default */
+                kind?: "all" | "mesh" | "quorum" | "storage" | "throughput";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text, OpenMetrics, or the delimited protobuf with native histograms, as the Accept header asks */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                    "application/openmetrics-text": string;
+                    "application/vnd.google.protobuf": string;
                 };
             };
             /** @description Missing, unknown, revoked or expired credential */

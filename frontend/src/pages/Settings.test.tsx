@@ -113,6 +113,26 @@ describe("Settings", () => {
     await vi.waitFor(() => expect(api.seen.some((s) => s.method === "DELETE" && s.path === "/api/v1/storage-targets/t1")).toBe(true));
   });
 
+  it("creates a read-scoped API key by default and lists each key's access", async () => {
+    const user = userEvent.setup({ delay: null });
+    const KEY = { id: "k1", name: "prometheus", prefix: "swk_abcdefgh", scope: "read", created_at: "2026-11-27T00:00:00Z", last_used_at: null, revoked_at: null };
+    api.route("POST /api/v1/api-keys", (r) => ({ status: 201, body: { ...KEY, ...(r.body as object), key: "swk_abcdefghsecret" } }));
+    mount();
+    await user.type(await screen.findByLabelText("Key name"), "prometheus");
+    await user.click(screen.getByRole("button", { name: "Create API key" }));
+    expect((await screen.findByLabelText("New API key")).textContent).toBe("swk_abcdefghsecret");
+    expect(sent("POST", "/api/v1/api-keys").at(-1)).toEqual({ name: "prometheus", scope: "read" });
+    await user.type(screen.getByLabelText("Key name"), "automation");
+    await user.selectOptions(screen.getByLabelText("Access"), "admin");
+    await user.click(screen.getByRole("button", { name: "Create API key" }));
+    await vi.waitFor(() => expect(sent("POST", "/api/v1/api-keys").at(-1)).toEqual({ name: "automation", scope: "admin" }));
+    api.route("GET /api/v1/api-keys", () => [KEY]);
+    cleanup();
+    mount();
+    const list = await screen.findByRole("table", { name: "API key list" });
+    expect(within(list).getAllByRole("row")[1]!.textContent).toContain("read");
+  });
+
   it("shows a viewer the settings read-only, with no way to change them", async () => {
     api.route("GET /api/v1/auth/me", () => me("viewer"));
     mount();

@@ -17,6 +17,7 @@ function ApiKeys() {
   const keys = useQuery({ queryKey: ["api-keys"], queryFn: ({ signal }) => listApiKeys(signal) });
   const refetchKeys = () => void qc.invalidateQueries({ queryKey: ["api-keys"] });
   const [name, setName] = useState("");
+  const [scope, setScope] = useState<"admin" | "read">("read");
   const [shown, setShown] = useState<{ name: string; key: string }>();
   const [error, setError] = useState<string>();
 
@@ -24,7 +25,7 @@ function ApiKeys() {
     e.preventDefault();
     setError(undefined);
     try {
-      const k = await createApiKey(name);
+      const k = await createApiKey(name, scope);
       setShown({ name: k.name, key: k.key });
       setName("");
       refetchKeys();
@@ -40,6 +41,13 @@ function ApiKeys() {
         <label>
           Key name
           <input required value={name} onChange={(e) => setName(e.target.value)} maxLength={200} placeholder="e.g. grafana" />
+        </label>
+        <label>
+          Access
+          <select value={scope} onChange={(e) => setScope(e.target.value === "admin" ? "admin" : "read")}>
+            <option value="read">read: reads like a viewer (scrape jobs, dashboards)</option>
+            <option value="admin">admin: reads and manages the org</option>
+          </select>
         </label>
         <button type="submit" className="primary">
           Create API key
@@ -69,6 +77,7 @@ function ApiKeys() {
               <tr>
                 <th>name</th>
                 <th>prefix</th>
+                <th>access</th>
                 <th>created</th>
                 <th>last used</th>
                 <th>state</th>
@@ -82,6 +91,7 @@ function ApiKeys() {
                   <td>
                     <code>{k.prefix}</code>
                   </td>
+                  <td>{k.scope}</td>
                   <td>{formatInstant(k.created_at, "minute")}</td>
                   <td>{k.last_used_at ? formatInstant(k.last_used_at, "minute") : "never"}</td>
                   <td>{k.revoked_at ? <span className="badge bad">revoked</span> : <span className="badge ok">active</span>}</td>

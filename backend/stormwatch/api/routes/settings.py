@@ -75,10 +75,10 @@ async def list_api_keys(principal: OrgPrincipalDep, session: SessionDep) -> list
 async def create_api_key(body: ApiKeyCreate, principal: AdminUserDep,
                          session: SessionDep, actor: AuditActorDep) -> ApiKeyCreated:
     key, token = await accounts.create_api_key(session, principal.org_id, body.name,
-                                               principal.user_id)
+                                               principal.user_id, body.scope)
     audit.record(session, principal.org_id, actor, "api_key.create", "api_key", key.id,
                  key.name, audit.diff(None, {"name": key.name, "prefix": key.prefix,
-                                             "key": token}))
+                                             "scope": key.scope, "key": token}))
     await session.commit()
     return ApiKeyCreated.model_validate({**ApiKeyPublic.model_validate(key).model_dump(),
                                          "key": token})

@@ -1,0 +1,1 @@
+"""Exports of measured distributions to other monitoring systems (Prometheus)."""
