@@ -1,16 +1,16 @@
 """API keys with a scope: "admin" (as every key so far) or "read", a key that reads the org
 like a viewer, e.g. for a Prometheus scrape job.
 
-Revision ID: 0024_promexport
-Revises: 0023_split
+Revision ID: 0025_key_scope
+Revises: 0024_lateness
 Create Date: 2026-11-28
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0024_promexport"
-down_revision = "0023_split"
+revision = "0025_key_scope"
+down_revision = "0024_lateness"
 branch_labels = None
 depends_on = None
 
