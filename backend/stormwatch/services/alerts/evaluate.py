@@ -48,7 +48,12 @@ from stormwatch.services.alerts.conditions import (
     step_group,
     step_series,
 )
-from stormwatch.services.alerts.metrics import METRICS, MetricKind, samples_needed
+from stormwatch.services.alerts.metrics import (
+    METRICS,
+    MetricKind,
+    samples_needed,
+    statistic_unit,
+)
 from stormwatch.services.alerts.scope import (
     SeriesKey,
     dashboard_path,
@@ -470,13 +475,6 @@ def _num(v: float | None) -> float | None:
     return None if v is None or not np.isfinite(v) else float(v)
 
 
-def stat_unit(metric: MetricKind, statistic: str) -> str:
-    """The unit of a statistic's values: rates are ratios whatever the metric measures."""
-    if statistic in ("loss_rate", "failure_rate"):
-        return "ratio"
-    return metric.unit
-
-
 def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
               states: dict[str, SeriesState], agreeing: list[str], starts: list[int], i: int,
               began: int) -> dict[str, Any]:
@@ -506,7 +504,7 @@ def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
         f"{len(series)} series: " + ", ".join(s["name"] for s in series[:5])
         + (" ..." if len(series) > 5 else ""))
     return {"rule_name": rule.name, "metric": rule.metric, "statistic": rule.statistic,
-            "unit": stat_unit(metric, rule.statistic), "window_s": w,
+            "unit": statistic_unit(metric, rule.statistic), "window_s": w,
             "condition": rule.condition, "x": rule.x, "y": rule.y, "n": rule.n, "m": rule.m,
             "series_name": name, "value": head.get("value"), "threshold": head.get("threshold"),
             "baseline": head.get("baseline"), "series": series, "agreeing": len(series),

@@ -34,6 +34,7 @@ from stormwatch.notifications.base import (
     TransientError,
 )
 from stormwatch.notifications.render import fmt_value
+from stormwatch.services.alerts.metrics import statistic_unit
 from stormwatch.services.notify import matching
 from stormwatch.services.notify.channels import build_channel
 
@@ -87,20 +88,11 @@ class Suppressions:
         return "", None
 
 
-def unit_of(metric: str, statistic: str) -> str:
-    if statistic.endswith("_rate"):
-        return "ratio"
-    from stormwatch.services.alerts.metrics import METRICS
-
-    m = METRICS.get(metric)
-    return m.unit if m is not None else ""
-
-
 def _condition_text(condition: Mapping[str, Any] | None, statistic: str, metric: str,
                     window_s: int) -> str:
     c = dict(condition or {})
     kind = c.get("type", "")
-    unit = unit_of(metric, statistic)
+    unit = statistic_unit(metric, statistic)
     head = f"{statistic} of {metric} over {window_s} s windows"
     if kind in ("above", "below") and _num(c.get("value")) is not None:
         return f"{head} {kind} {fmt_value(_num(c['value']), unit)}"
@@ -177,8 +169,9 @@ def link(path: Any) -> str | None:
 
 
 def _unit(ev: Row) -> str:
+    # Evidence written before the unit followed the statistic carried the metric's unit.
     if str(ev.get("statistic") or "").endswith("_rate"):
-        return "ratio"
+        return statistic_unit("", str(ev["statistic"]))
     return str(ev.get("unit") or "")
 
 
