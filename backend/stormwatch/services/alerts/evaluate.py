@@ -48,6 +48,12 @@ from stormwatch.services.alerts.conditions import (
     step_group,
     step_series,
 )
+from stormwatch.services.alerts.evidence import (
+    Evidence,
+    SeriesEvidence,
+    TimeRange,
+    WindowValue,
+)
 from stormwatch.services.alerts.metrics import (
     METRICS,
     MetricKind,
@@ -467,17 +473,13 @@ def _parse_key(metric: MetricKind, s: str) -> SeriesKey | None:
     return tuple(out)
 
 
-def _iso(t: float) -> str:
-    return from_epoch(t).isoformat()
-
-
 def _num(v: float | None) -> float | None:
     return None if v is None or not np.isfinite(v) else float(v)
 
 
 def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
               states: dict[str, SeriesState], agreeing: list[str], starts: list[int], i: int,
-              began: int) -> dict[str, Any]:
+              began: int, m_matched: int | None = None) -> Evidence:
     """Why a group fired (or how it stood when it resolved): each agreeing series' values
     against the threshold or baseline over its last Y windows, and where to look."""
     w = rule.window_s
@@ -486,31 +488,35 @@ def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
     series = []
     for k in agreeing:
         e, st = evals[k], states[k]
-        d = describe(metric, e.key, fleet)
-        d["value"] = _num(e.values[i])
-        d["threshold"] = _num(e.breaches.threshold[i])
-        d["baseline"] = None if e.baseline is None else _num(e.baseline[i])
         n = len(st.history)
-        d["values"] = [{"start": _iso(t - (n - 1 - j) * w), "value": _num(v),
-                        "threshold": _num(th), "breach": b}
-                       for j, (b, v, th) in enumerate(zip(st.history, st.values, st.thresholds,
-                                                          strict=False))]
+        d = SeriesEvidence(
+            **describe(metric, e.key, fleet), value=_num(e.values[i]),
+            threshold=_num(e.breaches.threshold[i]),
+            baseline=None if e.baseline is None else _num(e.baseline[i]),
+            values=[WindowValue(start=from_epoch(t - (n - 1 - j) * w), value=_num(v),
+                                threshold=_num(th), breach=b)
+                    for j, (b, v, th) in enumerate(zip(st.history, st.values, st.thresholds,
+                                                       strict=False))])
         if e.breaches.detail and e.breaches.detail[i] is not None:
-            d["level_shift"] = e.breaches.detail[i]
+            d.level_shift = e.breaches.detail[i]
         series.append(d)
-    head = series[0] if series else {}
+    head = series[0] if series else SeriesEvidence()
     keys = [evals[k].key for k in agreeing]
-    name = head.get("name", "") if len(series) == 1 else (
-        f"{len(series)} series: " + ", ".join(s["name"] for s in series[:5])
+    name = head.name if len(series) == 1 else (
+        f"{len(series)} series: " + ", ".join(s.name for s in series[:5])
         + (" ..." if len(series) > 5 else ""))
-    return {"rule_name": rule.name, "metric": rule.metric, "statistic": rule.statistic,
-            "unit": statistic_unit(metric, rule.statistic), "window_s": w,
-            "condition": rule.condition, "x": rule.x, "y": rule.y, "n": rule.n, "m": rule.m,
-            "series_name": name, "value": head.get("value"), "threshold": head.get("threshold"),
-            "baseline": head.get("baseline"), "series": series, "agreeing": len(series),
-            "time_range": {"from": _iso(began), "to": _iso(t + w)},
-            "dashboard_path": dashboard_path(metric, keys, fleet, from_epoch(began - 10 * w),
-                                             from_epoch(t + 11 * w))}
+    ev = Evidence(
+        rule_name=rule.name, metric=rule.metric, statistic=rule.statistic,
+        unit=statistic_unit(metric, rule.statistic), window_s=w, condition=rule.condition,
+        x=rule.x, y=rule.y, n=rule.n, m=rule.m, series_name=name, value=head.value,
+        threshold=head.threshold, baseline=head.baseline, series=series,
+        agreeing=len(series), time_range=TimeRange(start=from_epoch(began),
+                                                   end=from_epoch(t + w)),
+        dashboard_path=dashboard_path(metric, keys, fleet, from_epoch(began - 10 * w),
+                                      from_epoch(t + 11 * w)))
+    if m_matched is not None:
+        ev.m_matched = m_matched
+    return ev
 
 
 class Conflict(Exception):
@@ -531,7 +537,7 @@ class Transition:
     kind: str  # firing | resolved
     at: int  # end of the window that decided it (epoch s)
     first: int  # start of the first breaching window behind it
-    evidence: dict[str, Any]
+    evidence: Evidence
 
 
 @dataclass
@@ -605,8 +611,8 @@ def plan_rule(rule: Rule, due: Due, evals: list[SeriesEval], fleet: Fleet,
                 agreeing = met if tr == "firing" else [k for k in by_key if any(
                     states[k].history)] or list(by_key)
                 first = min((first_breach(states[k], t, w) for k in agreeing), default=t)
-                ev = _evidence(rule, fleet, by_key, states, agreeing, starts, i, first)
-                ev["m_matched"] = len(by_key)
+                ev = _evidence(rule, fleet, by_key, states, agreeing, starts, i, first,
+                               m_matched=len(by_key))
                 out.append(Transition(GROUP_KEY, tr, t + w, first, ev))
     end = from_epoch(starts[-1] + w)
     upserts = [{"r": rule.id, "k": k, "o": rule.org_id, "s": st.state, "h": st.history,
@@ -757,7 +763,7 @@ def _transition_rows(rule: Rule, transitions: list[Transition],
     n = 0
     new: dict[uuid.UUID, dict[str, Any]] = {}  # opened this cycle
     for tr in transitions:
-        ev = json.dumps(tr.evidence)
+        ev = json.dumps(tr.evidence.to_json())
         if tr.kind == "firing":
             if tr.group_key in open_alerts:
                 continue
@@ -774,7 +780,7 @@ def _transition_rows(rule: Rule, transitions: list[Transition],
             if alert_id in new:
                 row = new[alert_id]
                 row.update(st="resolved", rt=from_epoch(tr.at), v=2, ev=json.dumps(
-                    {**json.loads(str(row["ev"])), "resolution": tr.evidence}))
+                    {**json.loads(str(row["ev"])), "resolution": tr.evidence.to_json()}))
             else:
                 resolves.append({"id": alert_id, "v": version, "t": from_epoch(tr.at),
                                  "ev": ev})

@@ -34,6 +34,7 @@ from stormwatch.notifications.base import (
     TransientError,
 )
 from stormwatch.notifications.render import fmt_value
+from stormwatch.services.alerts.evidence import Evidence
 from stormwatch.services.alerts.metrics import statistic_unit
 from stormwatch.services.notify import matching
 from stormwatch.services.notify.channels import build_channel
@@ -143,54 +144,21 @@ def _num(v: Any) -> float | None:
     return None
 
 
-def _series_name(ev: Row, fallback: str) -> str:
-    """One series' readable name, or "N series agree: a, b, ..." for an N-of-M group."""
-    if isinstance(ev.get("series_name"), str) and ev["series_name"]:
-        return str(ev["series_name"])
-    series = ev.get("series")
-    if isinstance(series, str) and series:
-        return series
-    if isinstance(series, dict):
-        series = [series]
-    if isinstance(series, list) and series:
-        names = [str(s.get("name") or s.get("key") or "?") if isinstance(s, dict) else str(s)
-                 for s in series]
-        if len(names) == 1:
-            return names[0]
-        return f"{len(names)} series agree: " + ", ".join(names[:6]) + (
-            ", …" if len(names) > 6 else "")
-    return fallback
-
-
 def link(path: Any) -> str | None:
     if not isinstance(path, str) or not path:
         return None
     return get_settings().public_base_url.rstrip("/") + "/" + path.lstrip("/")
 
 
-def _unit(ev: Row) -> str:
-    # Evidence written before the unit followed the statistic carried the metric's unit.
-    if str(ev.get("statistic") or "").endswith("_rate"):
-        return statistic_unit("", str(ev["statistic"]))
-    return str(ev.get("unit") or "")
-
-
-def alert_item(alert: Row, evidence: Row | None = None
-               ) -> AlertItem:
-    ev: Row = evidence if evidence is not None else (alert["evidence"] or {})
-    value = _num(ev.get("value"))
-    if value is None:
-        value = _num(ev.get("peak"))
-    values = ev.get("values")
-    if value is None and isinstance(values, list) and values:
-        last = values[-1]
-        value = _num(last.get("value") if isinstance(last, dict) else last)
+def alert_item(alert: Row, evidence: Mapping[str, Any] | None = None) -> AlertItem:
+    """One alert of a message, from the evidence of its event (or, without one, of its row)."""
+    ev = Evidence.read(evidence if evidence is not None else alert["evidence"])
     return AlertItem(
-        alert_id=str(alert["id"]), series=_series_name(ev, str(alert["group_key"])),
+        alert_id=str(alert["id"]), series=ev.title or str(alert["group_key"]),
         state="resolved" if alert["state"] == "resolved" else "firing",
-        started_at=alert["started_at"], resolved_at=alert["resolved_at"], value=value,
-        threshold=_num(ev.get("threshold")), baseline=_num(ev.get("baseline")),
-        unit=_unit(ev), link=link(ev.get("dashboard_path")))
+        started_at=alert["started_at"], resolved_at=alert["resolved_at"], value=ev.value,
+        threshold=ev.threshold, baseline=ev.baseline, unit=ev.unit,
+        link=link(ev.dashboard_path))
 
 
 def message_json(rule: Rule, kind: str, items: Sequence[AlertItem],
