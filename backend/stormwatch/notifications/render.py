@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
 
 from stormwatch.notifications.base import AlertItem, Message
 
@@ -17,6 +21,28 @@ def fmt_value(value: float | None, unit: str) -> str:
         value, unit = value * 100, "%"
     text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6g}"
     return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def condition_text(condition: Mapping[str, Any] | None, statistic: str, metric: str,
+                   window_s: int, unit: str) -> str:
+    """A rule's condition as a reader says it, values in the statistic's unit."""
+    c = dict(condition or {})
+    kind = c.get("type", "")
+    head = f"{statistic} of {metric} over {window_s} s windows"
+    if kind in ("above", "below") and _num(c.get("value")) is not None:
+        return f"{head} {kind} {fmt_value(_num(c['value']), unit)}"
+    if kind == "baseline":
+        base = {"prev_24h": "the previous 24 h", "week_ago": "the same hour a week earlier"}
+        return (f"{head} above {c.get('k')} x its baseline over "
+                f"{base.get(str(c.get('baseline')), 'the previous 24 h')}")
+    if kind == "level_shift":
+        return (f"{head}: a level shift ({c.get('direction', 'up')}) of at least "
+                f"{fmt_value(_num(c.get('min_step')), unit)}")
+    return head if not c else f"{head}: {orjson.dumps(c).decode()}"
 
 
 def versus(item: AlertItem) -> str:

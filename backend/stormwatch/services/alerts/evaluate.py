@@ -48,6 +48,7 @@ from stormwatch.services.alerts.conditions import (
     step_group,
     step_series,
 )
+from stormwatch.services.alerts.definition import Rule, load_rules
 from stormwatch.services.alerts.evidence import (
     Evidence,
     SeriesEvidence,
@@ -89,34 +90,6 @@ CATCH_UP_S = 600
 # The open window is decided early only with at least this many samples of the series.
 EARLY_MIN_SAMPLES = 30
 GROUP_KEY = "rule"  # group key of a rule's single alert when N of M > 1
-
-
-@dataclass
-class Rule:
-    id: uuid.UUID
-    org_id: uuid.UUID
-    name: str
-    severity: str
-    labels: dict[str, str]
-    metric: str
-    statistic: str
-    scope: dict[str, Any]
-    window_s: int
-    condition: dict[str, Any]
-    x: int
-    y: int
-    n: int
-    m: int | None
-    evaluated_until: datetime | None
-    eval_version: int
-
-    @property
-    def kind(self) -> MetricKind:
-        return METRICS[self.metric]
-
-
-RULE_COLUMNS = ("id, org_id, name, severity, labels, metric, statistic, scope, window_s, "
-                "condition, x, y, n, m, evaluated_until, eval_version")
 
 
 @dataclass
@@ -163,20 +136,6 @@ def due_windows(rule: Rule, now: datetime) -> Due:
     open_start = newest_end if first <= newest_end < t else None
     starts = closed + ([open_start] if open_start is not None else [])
     return Due(starts, open_start, closed[-1] + w if closed else None)
-
-
-async def load_rules(session: AsyncSession, rule_ids: Sequence[uuid.UUID] | None = None,
-                     org_ids: Sequence[uuid.UUID] | None = None) -> list[Rule]:
-    sql = f"SELECT {RULE_COLUMNS} FROM alert_rules WHERE enabled"
-    params: dict[str, Any] = {}
-    if rule_ids is not None:
-        sql += " AND id = ANY(:ids)"
-        params["ids"] = list(rule_ids)
-    if org_ids is not None:
-        sql += " AND org_id = ANY(:orgs)"
-        params["orgs"] = list(org_ids)
-    rows = (await session.execute(text(sql + " ORDER BY id"), params)).all()
-    return [Rule(*r) for r in rows]
 
 
 class Batch:
@@ -342,7 +301,7 @@ async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
     now = now or datetime.now(UTC)
     res = CycleResult()
     async with sessionmaker() as session:
-        rules = await load_rules(session, rule_ids, org_ids)
+        rules = await load_rules(session, rule_ids, org_ids, enabled_only=True)
         res.rules = len(rules)
         due = {r.id: due_windows(r, now) for r in rules}
         todo = [r for r in rules if due[r.id].starts]

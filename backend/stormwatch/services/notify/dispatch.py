@@ -33,9 +33,9 @@ from stormwatch.notifications.base import (
     PermanentError,
     TransientError,
 )
-from stormwatch.notifications.render import fmt_value
+from stormwatch.notifications.render import condition_text
+from stormwatch.services.alerts.definition import Rule, load_rules_by_id
 from stormwatch.services.alerts.evidence import Evidence
-from stormwatch.services.alerts.metrics import statistic_unit
 from stormwatch.services.notify import matching
 from stormwatch.services.notify.channels import build_channel
 
@@ -49,23 +49,6 @@ MAX_EVENTS_PER_PASS = 2000
 
 
 @dataclass
-class Rule:
-    id: uuid.UUID
-    org_id: uuid.UUID
-    name: str
-    severity: str
-    description: str
-    labels: dict[str, str]
-    channel_ids: list[uuid.UUID]
-    reminder_interval_s: int | None
-    condition: str
-
-    @property
-    def match_labels(self) -> dict[str, str]:
-        return matching.rule_labels(self.id, self.name, self.severity, self.labels)
-
-
-@dataclass
 class Suppressions:
     silences: list[Row]
     windows: list[Row]
@@ -73,7 +56,7 @@ class Suppressions:
     def why(self, rule: Rule, now: datetime, at: datetime | None = None) -> tuple[str, Any]:
         """('silenced', id) for a silence active now, ('maintenance', id) for a window
         covering now or the data time `at`, else ('', None)."""
-        labels = rule.match_labels
+        labels = matching.rule_labels(rule.id, rule.name, rule.severity, rule.labels)
         for s in self.silences:
             if (s["org_id"] == rule.org_id and s["starts_at"] <= now < s["ends_at"]
                     and matching.scope_matches(s["rule_ids"], s["matchers"], rule.id, labels)):
@@ -87,37 +70,6 @@ class Suppressions:
                                           w["timezone"], t):
                     return "maintenance", w["id"]
         return "", None
-
-
-def _condition_text(condition: Mapping[str, Any] | None, statistic: str, metric: str,
-                    window_s: int) -> str:
-    c = dict(condition or {})
-    kind = c.get("type", "")
-    unit = statistic_unit(metric, statistic)
-    head = f"{statistic} of {metric} over {window_s} s windows"
-    if kind in ("above", "below") and _num(c.get("value")) is not None:
-        return f"{head} {kind} {fmt_value(_num(c['value']), unit)}"
-    if kind == "baseline":
-        base = {"prev_24h": "the previous 24 h", "week_ago": "the same hour a week earlier"}
-        return (f"{head} above {c.get('k')} x its baseline over "
-                f"{base.get(str(c.get('baseline')), 'the previous 24 h')}")
-    if kind == "level_shift":
-        return (f"{head}: a level shift ({c.get('direction', 'up')}) of at least "
-                f"{fmt_value(_num(c.get('min_step')), unit)}")
-    return head if not c else f"{head}: {orjson.dumps(c).decode()}"
-
-
-def load_rules(conn: Connection, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Rule]:
-    rows = conn.execute(text(
-        "SELECT id, org_id, name, severity, description, labels, channel_ids, "
-        "reminder_interval_s, condition, statistic, metric, window_s FROM alert_rules "
-        "WHERE id = ANY(:ids)"), {"ids": list(set(ids))}).mappings().all()
-    return {r["id"]: Rule(
-        id=r["id"], org_id=r["org_id"], name=r["name"], severity=r["severity"],
-        description=r["description"] or "", labels=dict(r["labels"] or {}),
-        channel_ids=list(r["channel_ids"] or []), reminder_interval_s=r["reminder_interval_s"],
-        condition=_condition_text(r["condition"], r["statistic"], r["metric"], r["window_s"]))
-        for r in rows}
 
 
 def load_suppressions(conn: Connection, org_ids: Iterable[uuid.UUID],
@@ -134,14 +86,6 @@ def load_suppressions(conn: Connection, org_ids: Iterable[uuid.UUID],
         "    > :now - interval '2 days')"),
         {"orgs": orgs, "now": now}).mappings().all()
     return Suppressions(list(silences), list(windows))
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int | float):
-        return float(v)
-    return None
 
 
 def link(path: Any) -> str | None:
@@ -167,7 +111,9 @@ def message_json(rule: Rule, kind: str, items: Sequence[AlertItem],
     return {
         "kind": kind, "org_id": str(rule.org_id), "rule_id": str(rule.id),
         "rule_name": rule.name, "severity": rule.severity, "description": rule.description,
-        "condition": rule.condition, "labels": rule.labels, "created_at": now.isoformat(),
+        "condition": condition_text(rule.condition, rule.statistic, rule.metric,
+                                    rule.window_s, rule.unit),
+        "labels": rule.labels, "created_at": now.isoformat(),
         "link": single_link or link(f"/alerts?rule_id={rule.id}"),
         "alerts": [{
             "alert_id": i.alert_id, "series": i.series, "state": i.state,
@@ -275,7 +221,7 @@ def _held_firings(conn: Connection, events: Sequence[Row], now: datetime) -> set
 
 
 def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
-    rules = load_rules(conn, (e["rule_id"] for e in events))
+    rules = load_rules_by_id(conn, (e["rule_id"] for e in events))
     alerts = _alerts(conn, (e["alert_id"] for e in events))
     supp = load_suppressions(conn, (e["org_id"] for e in events), now)
     # Read before `told`: a firing another planner has since marked is then told too.
@@ -364,7 +310,7 @@ def _plan_reminders(conn: Connection, now: datetime) -> int:
         "FOR UPDATE OF s SKIP LOCKED"), {"now": now}).mappings().all()
     if not due:
         return 0
-    rules = load_rules(conn, (d["rule_id"] for d in due))
+    rules = load_rules_by_id(conn, (d["rule_id"] for d in due))
     alerts = _alerts(conn, (d["alert_id"] for d in due))
     supp = load_suppressions(conn, (r.org_id for r in rules.values()), now)
     by_rule: dict[uuid.UUID, list[uuid.UUID]] = defaultdict(list)
@@ -400,7 +346,7 @@ def _plan_unsilenced(conn: Connection, now: datetime) -> int:
         "FOR UPDATE OF d SKIP LOCKED"), {}).mappings().all()
     if not rows:
         return 0
-    rules = load_rules(conn, (r["rule_id"] for r in rows))
+    rules = load_rules_by_id(conn, (r["rule_id"] for r in rows))
     alerts = _alerts(conn, (r["alert_id"] for r in rows))
     supp = load_suppressions(conn, (r.org_id for r in rules.values()), now)
     by_rule: dict[uuid.UUID, list[Row]] = defaultdict(list)
