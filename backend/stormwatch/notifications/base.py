@@ -8,9 +8,10 @@ A channel's `send` either returns the server's acknowledgement or raises `Perman
 from __future__ import annotations
 
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
 
@@ -66,6 +67,39 @@ class Message:
     link: str | None
     created_at: datetime
     labels: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form the outbox keeps and every retry sends."""
+        return {
+            "kind": self.kind, "org_id": self.org_id, "rule_id": self.rule_id,
+            "rule_name": self.rule_name, "severity": self.severity,
+            "description": self.description, "condition": self.condition,
+            "labels": self.labels, "created_at": self.created_at.isoformat(),
+            "link": self.link,
+            "alerts": [{
+                "alert_id": i.alert_id, "series": i.series, "state": i.state,
+                "started_at": i.started_at.isoformat(),
+                "resolved_at": i.resolved_at.isoformat() if i.resolved_at else None,
+                "value": i.value, "threshold": i.threshold, "baseline": i.baseline,
+                "unit": i.unit, "link": i.link} for i in self.alerts],
+        }
+
+    @classmethod
+    def from_json(cls, m: Mapping[str, Any]) -> Message:
+        def ts(v: str | None) -> datetime | None:
+            return datetime.fromisoformat(v) if v else None
+
+        return cls(
+            kind=m["kind"], org_id=m["org_id"], rule_id=m["rule_id"], rule_name=m["rule_name"],
+            severity=m["severity"], description=m["description"], condition=m["condition"],
+            labels=dict(m.get("labels") or {}), link=m.get("link"),
+            created_at=datetime.fromisoformat(m["created_at"]),
+            alerts=tuple(AlertItem(
+                alert_id=a["alert_id"], series=a["series"], state=a["state"],
+                started_at=datetime.fromisoformat(a["started_at"]),
+                resolved_at=ts(a.get("resolved_at")), value=a.get("value"),
+                threshold=a.get("threshold"), baseline=a.get("baseline"),
+                unit=a.get("unit", ""), link=a.get("link")) for a in m["alerts"]))
 
     @property
     def title(self) -> str:

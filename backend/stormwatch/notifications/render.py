@@ -1,10 +1,20 @@
-"""Plain text and HTML renderings of a message, shared by the channels."""
+"""The render stage: a message from a rule and its alerts' evidence, and its plain text and
+HTML renderings, shared by the channels."""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
 
-from stormwatch.notifications.base import AlertItem, Message
+import orjson
+
+from stormwatch.notifications.base import AlertItem, Message, MessageKind
+from stormwatch.services.alerts.evidence import Evidence
+
+if TYPE_CHECKING:
+    from stormwatch.services.alerts.definition import Rule
 
 
 def fmt_value(value: float | None, unit: str) -> str:
@@ -17,6 +27,58 @@ def fmt_value(value: float | None, unit: str) -> str:
         value, unit = value * 100, "%"
     text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6g}"
     return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def condition_text(condition: Mapping[str, Any] | None, statistic: str, metric: str,
+                   window_s: int, unit: str) -> str:
+    """A rule's condition as a reader says it, values in the statistic's unit."""
+    c = dict(condition or {})
+    kind = c.get("type", "")
+    head = f"{statistic} of {metric} over {window_s} s windows"
+    if kind in ("above", "below") and _num(c.get("value")) is not None:
+        return f"{head} {kind} {fmt_value(_num(c['value']), unit)}"
+    if kind == "baseline":
+        base = {"prev_24h": "the previous 24 h", "week_ago": "the same hour a week earlier"}
+        return (f"{head} above {c.get('k')} x its baseline over "
+                f"{base.get(str(c.get('baseline')), 'the previous 24 h')}")
+    if kind == "level_shift":
+        return (f"{head}: a level shift ({c.get('direction', 'up')}) of at least "
+                f"{fmt_value(_num(c.get('min_step')), unit)}")
+    return head if not c else f"{head}: {orjson.dumps(c).decode()}"
+
+
+def link(base_url: str, path: str | None) -> str | None:
+    """A path of the UI as an absolute link, for readers outside it."""
+    if not path:
+        return None
+    return base_url.rstrip("/") + "/" + path.lstrip("/")
+
+
+def alert_item(alert: Mapping[str, Any], ev: Evidence, base_url: str) -> AlertItem:
+    """One alert of a message: its row's times and state, its evidence's series and values."""
+    return AlertItem(
+        alert_id=str(alert["id"]), series=ev.title or str(alert["group_key"]),
+        state="resolved" if alert["state"] == "resolved" else "firing",
+        started_at=alert["started_at"], resolved_at=alert["resolved_at"], value=ev.value,
+        threshold=ev.threshold, baseline=ev.baseline, unit=ev.unit,
+        link=link(base_url, ev.dashboard_path))
+
+
+def message(rule: Rule, kind: str, items: Sequence[AlertItem], now: datetime,
+            base_url: str) -> Message:
+    """One notification of a rule: one alert's own view, or the rule's alerts for many."""
+    single_link = items[0].link if len(items) == 1 else None
+    return Message(
+        kind=cast(MessageKind, kind), org_id=str(rule.org_id), rule_id=str(rule.id),
+        rule_name=rule.name, severity=rule.severity, description=rule.description,
+        condition=condition_text(rule.condition, rule.statistic, rule.metric, rule.window_s,
+                                 rule.unit),
+        labels=rule.labels, created_at=now, alerts=tuple(items),
+        link=single_link or link(base_url, f"/alerts?rule_id={rule.id}"))
 
 
 def versus(item: AlertItem) -> str:

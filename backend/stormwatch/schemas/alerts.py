@@ -199,6 +199,7 @@ class AlertPublic(BaseModel):
     state: Literal["firing", "resolved"]
     started_at: datetime
     resolved_at: datetime | None
+    unit: str = Field(description="unit of the statistic's values (us, ratio, bytes/s, s)")
     series: list[dict[str, Any]] = Field(description="agreeing series: agents, pair, target")
     dashboard_path: str | None
     evidence: dict[str, Any]
@@ -213,6 +214,7 @@ class MetricInfo(BaseModel):
     title: str
     unit: str
     statistics: list[str]
+    units: dict[str, str] = Field(description="each statistic's unit (rates are ratios)")
     filters: list[str]
     conditions: list[str]
 

@@ -12,7 +12,12 @@ from stormwatch.models.storage_target import STORAGE_PROVIDERS
 from stormwatch.models.throughput import PROTOS
 from stormwatch.services.advisors.rankings import RANK_STATISTICS
 from stormwatch.services.alerts.conditions import BASELINES, CONDITION_TYPES, DIRECTIONS
-from stormwatch.services.alerts.metrics import METRICS, PERCENTILES
+from stormwatch.services.alerts.metrics import (
+    METRICS,
+    PERCENTILES,
+    MetricKind,
+    statistic_unit,
+)
 
 # The editor's window bounds; the rule validation enforces the same.
 WINDOW_S = {"min": 30, "max": 3600, "step": 60}
@@ -20,9 +25,12 @@ WINDOW_S = {"min": 30, "max": 3600, "step": 60}
 
 def alert_metrics() -> dict[str, Any]:
     """What the rule editor can offer: metrics, their statistics, filters and conditions."""
+    def stats(m: MetricKind) -> list[str]:
+        return [*(PERCENTILES if m.percentiles else ()), *m.statistics]
+
     return {
-        "metrics": [{"name": m.name, "title": m.title, "unit": m.unit,
-                     "statistics": [*(PERCENTILES if m.percentiles else ()), *m.statistics],
+        "metrics": [{"name": m.name, "title": m.title, "unit": m.unit, "statistics": stats(m),
+                     "units": {s: statistic_unit(m, s) for s in stats(m)},
                      "filters": list(m.filters),
                      "conditions": ["above"] if m.kind is None else list(CONDITION_TYPES)}
                     for m in METRICS.values()],

@@ -68,6 +68,13 @@ def test_the_catalog_lists_metrics_statistics_and_conditions(api: httpx.Client,
     assert "loss_rate" in names["mesh_rtt"]["statistics"]
     assert "failure_rate" in names["storage_latency"]["statistics"]
     assert names["agent_silence"]["conditions"] == ["above"]
+    # each statistic's unit, so the UI never works one out: rates are ratios
+    assert names["mesh_rtt"]["units"]["p99.99"] == "us"
+    assert names["mesh_rtt"]["units"]["loss_rate"] == "ratio"
+    assert names["storage_latency"]["units"]["failure_rate"] == "ratio"
+    assert names["throughput"]["units"]["min"] == "bytes/s"
+    assert names["agent_silence"]["units"] == {"silence_s": "s"}
+    assert all(set(m["units"]) == set(m["statistics"]) for m in body["metrics"])
     assert body["conditions"] == ["above", "below", "baseline", "level_shift"]
 
 

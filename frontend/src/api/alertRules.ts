@@ -67,12 +67,6 @@ export interface RuleVM extends RuleDraft {
 }
 const UNITS: Unit[] = ["us", "ratio", "s", "bytes/s", "count"];
 export const asUnit = (v: unknown): Unit => (UNITS.includes(v as Unit) ? (v as Unit) : "us");
-/** A statistic's unit: rates are ratios whatever the metric's latency unit. */
-export function unitFor(metricUnit: unknown, statistic: string): Unit {
-  if (statistic.endsWith("_rate")) return "ratio";
-  if (statistic.endsWith("_s")) return "s";
-  return asUnit(metricUnit);
-}
 export const asSeverity = (v: unknown): Severity => (SEVERITIES.includes(v as Severity) ? (v as Severity) : "warning");
 
 function toCondition(v: unknown): Condition {
@@ -124,7 +118,8 @@ export function metricOptions(r: unknown): MetricOption[] {
       statistics: arr(m.statistics).map((s) => {
         const o = obj(s);
         const id = typeof s === "string" ? s : str(o.id ?? o.name);
-        return { id, label: str(o.label ?? o.title, id), unit: o.unit ? asUnit(o.unit) : unitFor(m.unit, id) };
+        // The catalog says each statistic's unit (rates are ratios): never worked out here.
+        return { id, label: str(o.label ?? o.title, id), unit: asUnit(o.unit ?? obj(m.units)[id]) };
       }),
       filters: arr(m.filters ?? m.scope_filters).map((f) => str(f)),
       conditions: arr(m.conditions ?? catalogConditions)

@@ -1,6 +1,6 @@
 // Alerts (/api/v1/alerts): the firing and resolved alerts with their evidence, as the components draw them.
 import { api as client, unwrap } from "./http";
-import { asSeverity, unitFor, type Severity, type Unit } from "./alertRules";
+import { asSeverity, asUnit, type Severity, type Unit } from "./alertRules";
 import { arr, ms, num, obj, str, strMap } from "./decode";
 
 export interface AgentRef {
@@ -109,7 +109,7 @@ export function toAlert(v: unknown): AlertVM {
     state: a.state === "resolved" ? "resolved" : "firing",
     startedMs: ms(a.started_at) ?? 0,
     resolvedMs: ms(a.resolved_at),
-    unit: unitFor(a.unit ?? obj(a.evidence).unit, str(a.statistic ?? obj(a.evidence).statistic ?? rule.statistic)),
+    unit: asUnit(a.unit),
     // The evidence's series carry their windows; the top-level list is the same series without them.
     series: evidence.agreeing.length ? evidence.agreeing : series,
     evidence,

@@ -1731,6 +1731,11 @@ export interface components {
             /** Resolved At */
             resolved_at: string | null;
             /**
+             * Unit
+             * @description unit of the statistic's values (us, ratio, bytes/s, s)
+             */
+            unit: string;
+            /**
              * Series
              * @description agreeing series: agents, pair, target
              */
@@ -1826,6 +1831,11 @@ export interface components {
             started_at: string;
             /** Resolved At */
             resolved_at: string | null;
+            /**
+             * Unit
+             * @description unit of the statistic's values (us, ratio, bytes/s, s)
+             */
+            unit: string;
             /**
              * Series
              * @description agreeing series: agents, pair, target
@@ -4298,6 +4308,13 @@ export interface components {
             unit: string;
             /** Statistics */
             statistics: string[];
+            /**
+             * Units
+             * @description each statistic's unit (rates are ratios)
+             */
+            units: {
+                [key: string]: string;
+            };
             /** Filters */
             filters: string[];
             /** Conditions */

@@ -13,6 +13,7 @@ from sqlalchemy import text
 from stormwatch.api.deps import AdminDep, AuditActorDep, OrgPrincipalDep, SessionDep
 from stormwatch.api.errors import ServiceErrors
 from stormwatch.notifications.base import PermanentError, TransientError
+from stormwatch.notifications.registry import SECRET_NAMES
 from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.notifications import (
     ChannelCreate,
@@ -40,7 +41,7 @@ def _audited(public: Any, row: Any) -> dict[str, Any]:
     secret changed, never its value."""
     secrets = svc.secret_values(row)
     return {**audit.snapshot(public), "signing_secret": None,
-            **{name: secrets.get(name) for name in ("password", "url", "signing_secret")}}
+            **{name: secrets.get(name) for name in SECRET_NAMES}}
 
 
 @router.get("/channels", response_model=list[ChannelPublic])

@@ -48,7 +48,19 @@ from stormwatch.services.alerts.conditions import (
     step_group,
     step_series,
 )
-from stormwatch.services.alerts.metrics import METRICS, MetricKind, samples_needed
+from stormwatch.services.alerts.definition import Rule, load_rules
+from stormwatch.services.alerts.evidence import (
+    Evidence,
+    SeriesEvidence,
+    TimeRange,
+    WindowValue,
+)
+from stormwatch.services.alerts.metrics import (
+    METRICS,
+    MetricKind,
+    samples_needed,
+    statistic_unit,
+)
 from stormwatch.services.alerts.scope import (
     SeriesKey,
     dashboard_path,
@@ -78,34 +90,6 @@ CATCH_UP_S = 600
 # The open window is decided early only with at least this many samples of the series.
 EARLY_MIN_SAMPLES = 30
 GROUP_KEY = "rule"  # group key of a rule's single alert when N of M > 1
-
-
-@dataclass
-class Rule:
-    id: uuid.UUID
-    org_id: uuid.UUID
-    name: str
-    severity: str
-    labels: dict[str, str]
-    metric: str
-    statistic: str
-    scope: dict[str, Any]
-    window_s: int
-    condition: dict[str, Any]
-    x: int
-    y: int
-    n: int
-    m: int | None
-    evaluated_until: datetime | None
-    eval_version: int
-
-    @property
-    def kind(self) -> MetricKind:
-        return METRICS[self.metric]
-
-
-RULE_COLUMNS = ("id, org_id, name, severity, labels, metric, statistic, scope, window_s, "
-                "condition, x, y, n, m, evaluated_until, eval_version")
 
 
 @dataclass
@@ -152,20 +136,6 @@ def due_windows(rule: Rule, now: datetime) -> Due:
     open_start = newest_end if first <= newest_end < t else None
     starts = closed + ([open_start] if open_start is not None else [])
     return Due(starts, open_start, closed[-1] + w if closed else None)
-
-
-async def load_rules(session: AsyncSession, rule_ids: Sequence[uuid.UUID] | None = None,
-                     org_ids: Sequence[uuid.UUID] | None = None) -> list[Rule]:
-    sql = f"SELECT {RULE_COLUMNS} FROM alert_rules WHERE enabled"
-    params: dict[str, Any] = {}
-    if rule_ids is not None:
-        sql += " AND id = ANY(:ids)"
-        params["ids"] = list(rule_ids)
-    if org_ids is not None:
-        sql += " AND org_id = ANY(:orgs)"
-        params["orgs"] = list(org_ids)
-    rows = (await session.execute(text(sql + " ORDER BY id"), params)).all()
-    return [Rule(*r) for r in rows]
 
 
 class Batch:
@@ -331,7 +301,7 @@ async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
     now = now or datetime.now(UTC)
     res = CycleResult()
     async with sessionmaker() as session:
-        rules = await load_rules(session, rule_ids, org_ids)
+        rules = await load_rules(session, rule_ids, org_ids, enabled_only=True)
         res.rules = len(rules)
         due = {r.id: due_windows(r, now) for r in rules}
         todo = [r for r in rules if due[r.id].starts]
@@ -462,24 +432,13 @@ def _parse_key(metric: MetricKind, s: str) -> SeriesKey | None:
     return tuple(out)
 
 
-def _iso(t: float) -> str:
-    return from_epoch(t).isoformat()
-
-
 def _num(v: float | None) -> float | None:
     return None if v is None or not np.isfinite(v) else float(v)
 
 
-def stat_unit(metric: MetricKind, statistic: str) -> str:
-    """The unit of a statistic's values: rates are ratios whatever the metric measures."""
-    if statistic in ("loss_rate", "failure_rate"):
-        return "ratio"
-    return metric.unit
-
-
 def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
               states: dict[str, SeriesState], agreeing: list[str], starts: list[int], i: int,
-              began: int) -> dict[str, Any]:
+              began: int, m_matched: int | None = None) -> Evidence:
     """Why a group fired (or how it stood when it resolved): each agreeing series' values
     against the threshold or baseline over its last Y windows, and where to look."""
     w = rule.window_s
@@ -488,31 +447,35 @@ def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
     series = []
     for k in agreeing:
         e, st = evals[k], states[k]
-        d = describe(metric, e.key, fleet)
-        d["value"] = _num(e.values[i])
-        d["threshold"] = _num(e.breaches.threshold[i])
-        d["baseline"] = None if e.baseline is None else _num(e.baseline[i])
         n = len(st.history)
-        d["values"] = [{"start": _iso(t - (n - 1 - j) * w), "value": _num(v),
-                        "threshold": _num(th), "breach": b}
-                       for j, (b, v, th) in enumerate(zip(st.history, st.values, st.thresholds,
-                                                          strict=False))]
+        d = SeriesEvidence(
+            **describe(metric, e.key, fleet), value=_num(e.values[i]),
+            threshold=_num(e.breaches.threshold[i]),
+            baseline=None if e.baseline is None else _num(e.baseline[i]),
+            values=[WindowValue(start=from_epoch(t - (n - 1 - j) * w), value=_num(v),
+                                threshold=_num(th), breach=b)
+                    for j, (b, v, th) in enumerate(zip(st.history, st.values, st.thresholds,
+                                                       strict=False))])
         if e.breaches.detail and e.breaches.detail[i] is not None:
-            d["level_shift"] = e.breaches.detail[i]
+            d.level_shift = e.breaches.detail[i]
         series.append(d)
-    head = series[0] if series else {}
+    head = series[0] if series else SeriesEvidence()
     keys = [evals[k].key for k in agreeing]
-    name = head.get("name", "") if len(series) == 1 else (
-        f"{len(series)} series: " + ", ".join(s["name"] for s in series[:5])
+    name = head.name if len(series) == 1 else (
+        f"{len(series)} series: " + ", ".join(s.name for s in series[:5])
         + (" ..." if len(series) > 5 else ""))
-    return {"rule_name": rule.name, "metric": rule.metric, "statistic": rule.statistic,
-            "unit": stat_unit(metric, rule.statistic), "window_s": w,
-            "condition": rule.condition, "x": rule.x, "y": rule.y, "n": rule.n, "m": rule.m,
-            "series_name": name, "value": head.get("value"), "threshold": head.get("threshold"),
-            "baseline": head.get("baseline"), "series": series, "agreeing": len(series),
-            "time_range": {"from": _iso(began), "to": _iso(t + w)},
-            "dashboard_path": dashboard_path(metric, keys, fleet, from_epoch(began - 10 * w),
-                                             from_epoch(t + 11 * w))}
+    ev = Evidence(
+        rule_name=rule.name, metric=rule.metric, statistic=rule.statistic,
+        unit=statistic_unit(metric, rule.statistic), window_s=w, condition=rule.condition,
+        x=rule.x, y=rule.y, n=rule.n, m=rule.m, series_name=name, value=head.value,
+        threshold=head.threshold, baseline=head.baseline, series=series,
+        agreeing=len(series), time_range=TimeRange(start=from_epoch(began),
+                                                   end=from_epoch(t + w)),
+        dashboard_path=dashboard_path(metric, keys, fleet, from_epoch(began - 10 * w),
+                                      from_epoch(t + 11 * w)))
+    if m_matched is not None:
+        ev.m_matched = m_matched
+    return ev
 
 
 class Conflict(Exception):
@@ -533,7 +496,7 @@ class Transition:
     kind: str  # firing | resolved
     at: int  # end of the window that decided it (epoch s)
     first: int  # start of the first breaching window behind it
-    evidence: dict[str, Any]
+    evidence: Evidence
 
 
 @dataclass
@@ -607,8 +570,8 @@ def plan_rule(rule: Rule, due: Due, evals: list[SeriesEval], fleet: Fleet,
                 agreeing = met if tr == "firing" else [k for k in by_key if any(
                     states[k].history)] or list(by_key)
                 first = min((first_breach(states[k], t, w) for k in agreeing), default=t)
-                ev = _evidence(rule, fleet, by_key, states, agreeing, starts, i, first)
-                ev["m_matched"] = len(by_key)
+                ev = _evidence(rule, fleet, by_key, states, agreeing, starts, i, first,
+                               m_matched=len(by_key))
                 out.append(Transition(GROUP_KEY, tr, t + w, first, ev))
     end = from_epoch(starts[-1] + w)
     upserts = [{"r": rule.id, "k": k, "o": rule.org_id, "s": st.state, "h": st.history,
@@ -759,7 +722,7 @@ def _transition_rows(rule: Rule, transitions: list[Transition],
     n = 0
     new: dict[uuid.UUID, dict[str, Any]] = {}  # opened this cycle
     for tr in transitions:
-        ev = json.dumps(tr.evidence)
+        ev = json.dumps(tr.evidence.to_json())
         if tr.kind == "firing":
             if tr.group_key in open_alerts:
                 continue
@@ -776,7 +739,7 @@ def _transition_rows(rule: Rule, transitions: list[Transition],
             if alert_id in new:
                 row = new[alert_id]
                 row.update(st="resolved", rt=from_epoch(tr.at), v=2, ev=json.dumps(
-                    {**json.loads(str(row["ev"])), "resolution": tr.evidence}))
+                    {**json.loads(str(row["ev"])), "resolution": tr.evidence.to_json()}))
             else:
                 resolves.append({"id": alert_id, "v": version, "t": from_epoch(tr.at),
                                  "ev": ev})

@@ -60,6 +60,16 @@ METRICS: dict[str, MetricKind] = {m.name: m for m in (
 )}
 
 
+def statistic_unit(metric: str | MetricKind, statistic: str) -> str:
+    """The unit of a statistic's values: rates are ratios whatever the metric measures;
+    "" for a metric not in METRICS. The one definition: evidence, messages and the UI
+    (through the vocabularies) take it from here."""
+    if statistic.endswith("_rate"):
+        return "ratio"
+    m = METRICS.get(metric) if isinstance(metric, str) else metric
+    return m.unit if m is not None else ""
+
+
 def parse_percentile(statistic: str) -> float | None:
     """'p99.99' -> 99.99; None when not a percentile in (0, 100)."""
     if not statistic.startswith("p"):

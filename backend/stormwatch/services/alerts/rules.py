@@ -11,6 +11,8 @@ from sqlalchemy import delete, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.models.alerts import Alert, AlertEvent, AlertRule
+from stormwatch.services.alerts.evidence import Evidence
+from stormwatch.services.alerts.metrics import statistic_unit
 from stormwatch.services.alerts.validation import validate_rule
 from stormwatch.services.owned import get_owned
 
@@ -114,14 +116,15 @@ async def delete_rule(session: AsyncSession, org_id: uuid.UUID, rule_id: uuid.UU
 
 
 def _alert_dict(a: Alert, rule: AlertRule) -> dict[str, Any]:
-    ev = a.evidence or {}
+    ev = Evidence.read(a.evidence)
     return {"id": a.id, "rule_id": a.rule_id, "rule_name": rule.name, "severity": rule.severity,
             "labels": rule.labels, "metric": rule.metric, "statistic": rule.statistic,
+            "unit": statistic_unit(rule.metric, rule.statistic),
             "group_key": a.group_key, "state": a.state, "started_at": a.started_at,
             "resolved_at": a.resolved_at,
-            "series": [{k: v for k, v in s.items() if k != "values"}
-                       for s in ev.get("series", [])],
-            "dashboard_path": ev.get("dashboard_path"), "evidence": ev}
+            "series": [s.model_dump(mode="json", exclude_unset=True, exclude={"values"})
+                       for s in ev.series],
+            "dashboard_path": ev.dashboard_path, "evidence": a.evidence or {}}
 
 
 async def list_alerts(session: AsyncSession, org_id: uuid.UUID, state: str | None,

@@ -6,9 +6,8 @@ import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, SecretStr, TypeAdapter, ValidationError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -16,22 +15,14 @@ from stormwatch.core import egress
 from stormwatch.core.security import decrypt_secret, encrypt_secret
 from stormwatch.models import NotificationChannel
 from stormwatch.notifications.base import Channel, Message
-from stormwatch.notifications.email import EmailChannel, EmailConfig
-from stormwatch.notifications.slack import SlackChannel
-from stormwatch.notifications.webhook import WebhookChannel, new_signing_secret
+from stormwatch.notifications.registry import ChannelKind, kind, kind_of_config
 from stormwatch.schemas.notifications import (
     ChannelCreate,
     ChannelCreated,
     ChannelPublic,
     ChannelUpdate,
-    EmailConfigIn,
-    SlackConfigIn,
-    WebhookConfigIn,
 )
 from stormwatch.services.owned import get_owned
-
-CONFIG_MODELS: dict[str, type[BaseModel]] = {
-    "email": EmailConfigIn, "slack": SlackConfigIn, "webhook": WebhookConfigIn}
 
 
 class ChannelNotFound(Exception):
@@ -52,33 +43,32 @@ class Invalid(Exception):
 
 async def _check_egress(cfg: BaseModel) -> None:
     """Save-time check of the destination against the egress policy: a 422 naming the field."""
+    where = kind_of_config(cfg).destination(cfg)
     try:
-        if isinstance(cfg, EmailConfigIn):
-            where = "host"
-            await egress.check_destination(cfg.host.strip("[]"), cfg.port)
-        elif isinstance(cfg, SlackConfigIn | WebhookConfigIn):
-            where = "url"
-            await egress.check_url(str(cfg.url))
+        if where.url is not None:
+            await egress.check_url(where.url)
+        elif where.host is not None and where.port is not None:
+            await egress.check_destination(where.host, where.port)
     except egress.EgressRefused as exc:
-        raise Invalid([{"loc": ["body", "config", where], "msg": exc.detail,
+        raise Invalid([{"loc": ["body", "config", where.field], "msg": exc.detail,
                         "type": "egress_refused"}]) from exc
 
 
-def _split(kind: str, cfg: BaseModel, old_secrets: dict[str, str]) -> tuple[dict[str, Any],
-                                                                            dict[str, str]]:
+def _split(k: ChannelKind, cfg: BaseModel, old_secrets: dict[str, str]
+           ) -> tuple[dict[str, Any], dict[str, str]]:
     """Stored public config and secrets of a validated config."""
     data = cfg.model_dump(mode="json")
     secrets = dict(old_secrets)
-    if kind == "email":
-        data.pop("password", None)
-        if isinstance(cfg, EmailConfigIn) and cfg.password is not None:
-            # An empty password removes the stored one; leaving it out keeps it.
-            if cfg.password.get_secret_value():
-                secrets["password"] = cfg.password.get_secret_value()
-            else:
-                secrets.pop("password", None)
-    if kind == "slack":
-        secrets["url"] = data.pop("url")
+    for name in k.secret_fields:
+        data.pop(name, None)
+        raw = getattr(cfg, name, None)
+        if raw is None:  # left out: the stored one stays
+            continue
+        value = raw.get_secret_value() if isinstance(raw, SecretStr) else str(raw)
+        if value:
+            secrets[name] = value
+        else:  # given empty: the stored one goes
+            secrets.pop(name, None)
     return data, secrets
 
 
@@ -97,15 +87,7 @@ def _secrets(row: NotificationChannel) -> dict[str, str]:
 def _public_config(row: NotificationChannel) -> dict[str, object]:
     cfg: dict[str, object] = {k: v for k, v in row.config.items() if k != "ca_cert_pem"}
     cfg["has_ca_cert"] = bool(row.config.get("ca_cert_pem"))
-    secrets = _secrets(row)
-    if row.kind == "email":
-        cfg["has_password"] = "password" in secrets
-    if row.kind == "slack":
-        parts = urlsplit(secrets.get("url", ""))
-        # The path is the credential; the host says which workspace service it is.
-        cfg["url_hint"] = f"{parts.scheme}://{parts.netloc}/…" if parts.netloc else ""
-    if row.kind == "webhook":
-        cfg["has_signing_secret"] = "signing_secret" in secrets
+    cfg.update(kind(row.kind).public_hints(_secrets(row)))
     return cfg
 
 
@@ -128,11 +110,12 @@ async def create_channel(session: AsyncSession, org_id: uuid.UUID, body: Channel
                          created_by: uuid.UUID | None) -> ChannelCreated:
     await _name_free(session, org_id, body.name)
     await _check_egress(body.config)
-    config, secrets = _split(body.kind, body.config, {})
+    k = kind(body.kind)
+    config, secrets = _split(k, body.config, {})
     signing_secret = None
-    if body.kind == "webhook":
-        signing_secret = new_signing_secret()
-        secrets["signing_secret"] = signing_secret
+    if k.issued_secret is not None:
+        name, make = k.issued_secret
+        signing_secret = secrets[name] = make()
     now = datetime.now(UTC)
     row = NotificationChannel(
         id=uuid.uuid4(), org_id=org_id, name=body.name, kind=body.kind, config=config,
@@ -163,25 +146,28 @@ async def update_channel(session: AsyncSession, org_id: uuid.UUID, channel_id: u
     if body.enabled is not None:
         row.enabled = body.enabled
     secrets = _secrets(row)
+    k = kind(row.kind)
     if body.config is not None:
         merged: dict[str, Any] = {**row.config, **body.config}
-        if row.kind == "slack" and "url" not in body.config:
-            merged["url"] = secrets.get("url", "")
+        for name in k.secret_fields:
+            # A required secret left out is the stored one; an optional one stays unset.
+            if name not in body.config and k.config_model.model_fields[name].is_required():
+                merged[name] = secrets.get(name, "")
         try:
-            cfg = TypeAdapter(CONFIG_MODELS[row.kind]).validate_python(merged)
+            cfg = TypeAdapter(k.config_model).validate_python(merged)
         except ValidationError as exc:
             raise Invalid([{"loc": ["body", "config", *e["loc"]], "msg": e["msg"],
                                    "type": e["type"]} for e in exc.errors()]) from exc
         await _check_egress(cfg)
-        row.config, secrets = _split(row.kind, cfg, secrets)
+        row.config, secrets = _split(k, cfg, secrets)
     signing_secret = None
     if body.rotate_signing_secret:
-        if row.kind != "webhook":
+        if k.issued_secret is None:
             raise Invalid([{"loc": ["body", "rotate_signing_secret"],
                                    "msg": "only webhook channels have a signing secret",
                                    "type": "value_error"}])
-        signing_secret = new_signing_secret()
-        secrets["signing_secret"] = signing_secret
+        name, make = k.issued_secret
+        signing_secret = secrets[name] = make()
     row.secret_ciphertext = encrypt_secret(json.dumps(secrets)) if secrets else None
     row.updated_at = datetime.now(UTC)
     await session.flush()
@@ -204,22 +190,13 @@ async def missing_channel_ids(session: AsyncSession, org_id: uuid.UUID,
     return [i for i in ids if i not in found]
 
 
-def build_channel(kind: str, config: dict[str, Any], secret_ciphertext: str | None) -> Channel:
+def build_channel(kind_name: str, config: dict[str, Any], secret_ciphertext: str | None
+                  ) -> Channel:
     """The sender for a stored channel (also used by the worker on plain rows)."""
+    k = kind(kind_name)
     secrets: dict[str, str] = (json.loads(decrypt_secret(secret_ciphertext))
                                if secret_ciphertext else {})
-    ca = config.get("ca_cert_pem") or None
-    if kind == "email":
-        return EmailChannel(EmailConfig(
-            host=config["host"], port=int(config["port"]), security=config["security"],
-            from_address=config["from_address"], to_addresses=tuple(config["to_addresses"]),
-            username=config.get("username") or None, password=secrets.get("password"),
-            ca_cert_pem=ca))
-    if kind == "slack":
-        return SlackChannel(secrets["url"], ca_cert_pem=ca)
-    if kind == "webhook":
-        return WebhookChannel(config["url"], secrets["signing_secret"], ca_cert_pem=ca)
-    raise ValueError(f"unknown channel kind {kind!r}")
+    return k.build(config, secrets)
 
 
 def test_message(org_id: uuid.UUID, channel_name: str) -> Message:

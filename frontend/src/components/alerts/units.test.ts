@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { unitFor } from "../../api/alertRules";
+import { metricOptions } from "../../api/alertRules";
 import { toEvidence } from "../../api/alerts";
 import { toBacktest } from "../../api/backtest";
-import { BACKTEST } from "../../test/fixtures";
+import { BACKTEST, CATALOG } from "../../test/fixtures";
 import { backtestRows } from "./BacktestChart";
 import { formatValue, fromInput, inputUnit, toInput } from "./units";
 
@@ -18,11 +18,11 @@ describe("threshold units", () => {
     expect(fromInput("bytes/s", "100")).toBe(12_500_000);
   });
 
-  it("reads rates as ratios and silences as seconds whatever the metric's latency unit", () => {
-    expect(unitFor("us", "loss_rate")).toBe("ratio");
-    expect(unitFor("us", "failure_rate")).toBe("ratio");
-    expect(unitFor("s", "silence_s")).toBe("s");
-    expect(unitFor("us", "p99.99")).toBe("us");
+  it("takes each statistic's unit from the catalog: rates as ratios, silences as seconds", () => {
+    const units = Object.fromEntries(metricOptions(CATALOG).flatMap((m) => m.statistics.map((s) => [`${m.id}.${s.id}`, s.unit])));
+    expect(units["mesh_rtt.loss_rate"]).toBe("ratio");
+    expect(units["agent_silence.silence_s"]).toBe("s");
+    expect(units["mesh_rtt.p99.99"]).toBe("us");
     expect(formatValue("ratio", 0.0123)).toBe("1.23%");
     expect(formatValue("us", 91_000)).toBe("91 ms");
   });

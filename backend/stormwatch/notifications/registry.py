@@ -1,0 +1,111 @@
+"""Every channel kind, declared once: its config model (what the API takes), the config fields
+kept encrypted (never returned), a secret the server issues itself, where it sends (for the
+egress check), and how a stored channel becomes a sender. The channel API, its schemas'
+checks and the outbox all read this table; adding a kind is one entry here and its module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
+
+from stormwatch.notifications.base import Channel
+from stormwatch.notifications.email import EmailChannel, EmailConfig
+from stormwatch.notifications.slack import SlackChannel
+from stormwatch.notifications.webhook import WebhookChannel, new_signing_secret
+from stormwatch.schemas.notifications import EmailConfigIn, SlackConfigIn, WebhookConfigIn
+
+Config = Mapping[str, Any]
+Secrets = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a kind sends, named by the config field a refusal points at."""
+
+    field: str
+    url: str | None = None
+    host: str | None = None
+    port: int | None = None
+
+
+@dataclass(frozen=True)
+class ChannelKind:
+    name: str
+    config_model: type[BaseModel]
+    # Config fields stored encrypted: None in an update keeps the stored value, "" removes it.
+    secret_fields: tuple[str, ...]
+    build: Callable[[Config, Secrets], Channel]
+    destination: Callable[[Any], Destination]
+    # A secret the server makes at creation (and rotates on request), shown once.
+    issued_secret: tuple[str, Callable[[], str]] | None = None
+    # The public config's flags for the secrets (default: has_<name> for each).
+    hints: Callable[[Secrets], dict[str, object]] | None = field(default=None)
+
+    @property
+    def all_secret_names(self) -> tuple[str, ...]:
+        issued = (self.issued_secret[0],) if self.issued_secret else ()
+        return (*self.secret_fields, *issued)
+
+    def public_hints(self, secrets: Secrets) -> dict[str, object]:
+        if self.hints is not None:
+            return self.hints(secrets)
+        return {f"has_{name}": name in secrets for name in self.all_secret_names}
+
+
+def _ca(config: Config) -> str | None:
+    return config.get("ca_cert_pem") or None
+
+
+def _build_email(config: Config, secrets: Secrets) -> Channel:
+    return EmailChannel(EmailConfig(
+        host=config["host"], port=int(config["port"]), security=config["security"],
+        from_address=config["from_address"], to_addresses=tuple(config["to_addresses"]),
+        username=config.get("username") or None, password=secrets.get("password"),
+        ca_cert_pem=_ca(config)))
+
+
+def _slack_hints(secrets: Secrets) -> dict[str, object]:
+    parts = urlsplit(secrets.get("url", ""))
+    # The path is the credential; the host says which workspace service it is.
+    return {"url_hint": f"{parts.scheme}://{parts.netloc}/…" if parts.netloc else ""}
+
+
+def _url(cfg: Any) -> Destination:
+    return Destination("url", url=str(cfg.url))
+
+
+CHANNEL_KINDS: dict[str, ChannelKind] = {k.name: k for k in (
+    ChannelKind(
+        "email", EmailConfigIn, secret_fields=("password",), build=_build_email,
+        destination=lambda cfg: Destination("host", host=cfg.host.strip("[]"), port=cfg.port)),
+    ChannelKind(
+        "slack", SlackConfigIn, secret_fields=("url",),
+        build=lambda config, secrets: SlackChannel(secrets["url"], ca_cert_pem=_ca(config)),
+        destination=_url, hints=_slack_hints),
+    ChannelKind(
+        "webhook", WebhookConfigIn, secret_fields=(),
+        build=lambda config, secrets: WebhookChannel(config["url"], secrets["signing_secret"],
+                                                     ca_cert_pem=_ca(config)),
+        destination=_url, issued_secret=("signing_secret", new_signing_secret)),
+)}
+
+SECRET_NAMES: tuple[str, ...] = tuple(dict.fromkeys(
+    n for k in CHANNEL_KINDS.values() for n in k.all_secret_names))
+
+
+def kind(name: str) -> ChannelKind:
+    got = CHANNEL_KINDS.get(name)
+    if got is None:
+        raise ValueError(f"unknown channel kind {name!r}")
+    return got
+
+
+def kind_of_config(cfg: BaseModel) -> ChannelKind:
+    for k in CHANNEL_KINDS.values():
+        if isinstance(cfg, k.config_model):
+            return k
+    raise ValueError(f"not a channel config: {type(cfg).__name__}")
