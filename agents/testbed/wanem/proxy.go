@@ -158,17 +158,19 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte, h *hop, reques
 		var last, txFree time.Time
 		stamp := func(b []byte) {
 			now := time.Now()
+			var credit time.Duration
 			if !request {
-				h.replied(now)
+				credit = h.replied(now)
 			}
 			tx := now
 			if l.BytesPerS > 0 {
 				tx = maxTime(now, txFree).Add(time.Duration(float64(len(b)) / l.BytesPerS * float64(time.Second)))
 				txFree = tx
 			}
-			// A chunk never leaves before the link's delay, less the hop the proxy adds, has
-			// passed: jitter, spikes and late wake-ups only ever add to the table's figure.
-			due := maxTime(tx.Add(max(l.Delay(now)-h.oneWay(), 0)), last)
+			// A chunk never leaves before the link's delay, less the hop the proxy adds and
+			// what its round trip already lost to this machine (credit), has passed: jitter,
+			// spikes and late wake-ups only ever add to the table's figure.
+			due := maxTime(tx.Add(max(l.Delay(now)-h.oneWay()-credit, 0)), last)
 			last = due
 			q <- chunk{b, due}
 		}
@@ -204,7 +206,8 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte, h *hop, reques
 			runtime.Gosched()
 		}
 		if request {
-			h.sending(time.Now())
+			now := time.Now()
+			h.sending(now, now.Sub(c.due))
 		}
 		if _, err := dst.Write(c.b); err != nil {
 			src.Close()
@@ -234,10 +237,18 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte, h *hop, reques
 // round trip, never as one under the table.
 // A turn of more than one chunk each way (a large message, or a second message sent before
 // the reply) is not a hop's cost and is not counted. A nil hop takes nothing off.
+//
+// A one-chunk turn's reply also gets a credit: how late this proxy wrote the request, plus
+// how much longer the far side took than its fastest recent turn. Both are this machine's
+// scheduling, not the emulated network (a loaded machine wakes the proxy and the echo server
+// late), and the reply's delay takes them in, so the round trip is what the links say. The
+// floor stays: the round trip's fastest possible parts are all still in it, so the credit
+// can take off only what was added beyond them (hop_test.go, the far side held 3 ms).
 type hop struct {
 	mu      sync.Mutex
-	sent    time.Time // when the open turn's message was written upstream (zero: none open)
-	chunks  int       // chunks written upstream in the open turn
+	sent    time.Time     // when the open turn's message was written upstream (zero: none open)
+	late    time.Duration // how long after its due time that message was written
+	chunks  int           // chunks written upstream in the open turn
 	turns   []time.Duration
 	next    int
 	oneWayN atomic.Int64
@@ -255,31 +266,38 @@ const (
 	hopGuard = 15 * time.Microsecond
 )
 
-func (h *hop) sending(now time.Time) {
+// sending notes a chunk written upstream at now, late after its due time.
+func (h *hop) sending(now time.Time, late time.Duration) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.sent.IsZero() {
-		h.sent = now
+		h.sent, h.late = now, max(late, 0)
 	}
 	h.chunks++
 }
 
-func (h *hop) replied(now time.Time) {
+// replied notes a reply's chunk read at now and returns the credit its delay may take off
+// (zero but for the first chunk of a one-chunk turn's reply).
+func (h *hop) replied(now time.Time) time.Duration {
 	if h == nil {
-		return
+		return 0
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.sent.IsZero() {
-		return // the rest of a reply, or a reply to nothing this proxy timed
+		return 0 // the rest of a reply, or a reply to nothing this proxy timed
 	}
+	var credit time.Duration
 	if h.chunks == 1 {
-		h.note(now.Sub(h.sent))
+		turn := now.Sub(h.sent)
+		h.note(turn)
+		credit = h.late + turn - slices.Min(h.turns)
 	}
-	h.sent, h.chunks = time.Time{}, 0
+	h.sent, h.late, h.chunks = time.Time{}, 0, 0
+	return credit
 }
 
 func (h *hop) note(turn time.Duration) {
