@@ -6,8 +6,8 @@ samples of the pair lose more than the threshold. The model recomputes every win
 samples the database holds at the end, and the evaluator's state per window comes from its
 alert events (firing at window end t + W, resolved at the end of the window that cleared it).
 
-Two kinds of window are set aside, not compared, because the evaluator rightly judged them on
-other data than the final one:
+A window where the two differ is a failure unless the evaluator rightly judged it on other
+data than the final one, in one of two ways (each counted):
 - late: some batch of the pair's source agent arrived after the window could first be judged
   (its end + SETTLE_S) and holds samples older than the window's end (a spool drained after an
   outage, an agent restarted): the evaluator may have judged it without them;
@@ -27,18 +27,18 @@ COMMIT_MARGIN_S = 2.0
 
 @dataclass
 class ModelCheck:
-    compared: int = 0
-    firing: int = 0  # of the compared windows, those the model has firing
-    late: int = 0
-    early: int = 0
+    agreed: int = 0
+    firing: int = 0  # of the agreed windows, those both have firing
+    late: int = 0  # differing windows judged before all their samples arrived
+    early: int = 0  # differing windows the evaluator decided while still open
     disagreements: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         verdict = ("model agrees" if not self.disagreements
                    else f"model DISAGREES on {len(self.disagreements)}")
-        return (f"{verdict} on {self.compared} pair windows, {self.firing} of them firing; "
-                f"set aside {self.late} judged "
-                f"before all their samples arrived and {self.early} decided early")
+        return (f"{verdict} on {self.agreed} pair windows, {self.firing} of them firing; "
+                f"differs on {self.late} judged before all their samples arrived and "
+                f"{self.early} decided early")
 
 
 def check_loss_rule(
@@ -76,17 +76,16 @@ def check_loss_rule(
             while i < len(seq) and seq[i][0] <= t + w:
                 firing = seq[i][1] == "firing"
                 i += 1
-            if t in late[src]:
-                out.late += 1
-                continue
-            if (key, t) in early:
-                out.early += 1
-                continue
             samples, failed = windows.get((key, t), (0, 0))
             breach = samples > 0 and failed / samples > threshold
-            out.compared += 1
-            out.firing += breach
-            if breach != firing:
+            if breach == firing:
+                out.agreed += 1
+                out.firing += breach
+            elif t in late[src]:
+                out.late += 1
+            elif (key, t) in early:
+                out.early += 1
+            else:
                 out.disagreements.append(
                     f"{key} window at {t}: {failed} of {samples} lost, model "
                     f"{'firing' if breach else 'not firing'}, evaluator "

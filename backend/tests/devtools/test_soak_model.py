@@ -39,7 +39,7 @@ def check(breaches: list[bool], events: list[tuple], late: list[tuple] = ()):
 def test_a_correct_evaluator_agrees_on_every_window():
     b = [False, True, True, False, True, False, False]
     r = check(b, events_of(b))
-    assert (r.compared, r.firing, r.late, r.early, r.disagreements) == (7, 3, 0, 0, [])
+    assert (r.agreed, r.firing, r.late, r.early, r.disagreements) == (7, 3, 0, 0, [])
     assert r.summary().startswith("model agrees on 7 pair windows, 3 of them firing;")
 
 
@@ -59,7 +59,7 @@ def test_windows_whose_samples_arrived_after_their_judgement_are_set_aside_not_f
     assert len(check(b, []).disagreements) == 2  # without the batch, the model disagrees
     spool = (SRC, T0 + 4 * W + 20.0, T0 + 2 * W + 1.0)  # received after windows 2-3 closed
     r = check(b, [], [spool])
-    assert (r.late, r.compared, r.disagreements) == (2, 3, [])
+    assert (r.late, r.agreed, r.disagreements) == (2, 3, [])
 
 
 def test_a_batch_of_another_agent_or_one_on_time_sets_nothing_aside():
@@ -67,7 +67,7 @@ def test_a_batch_of_another_agent_or_one_on_time_sets_nothing_aside():
     on_time = (SRC, T0 + 2 * W + SETTLE - 3.5, T0 + 2 * W - 1.0)  # 2.5 s old at arrival
     other = ("c", T0 + 3 * W + 60, T0 + 1.0)
     r = check(b, events_of(b), [on_time, other])
-    assert (r.compared, r.late, r.disagreements) == (3, 0, [])
+    assert (r.agreed, r.late, r.disagreements) == (3, 0, [])
 
 
 def test_an_early_firing_on_a_window_that_ends_clean_is_set_aside():
@@ -75,7 +75,7 @@ def test_an_early_firing_on_a_window_that_ends_clean_is_set_aside():
     at = T0 + 2 * W
     events = [(KEY, "firing", at, at - 12.0), (KEY, "resolved", at + W, at + W + 7)]
     r = check(b, events)
-    assert (r.early, r.compared, r.disagreements) == (1, 2, [])
+    assert (r.early, r.agreed, r.disagreements) == (1, 2, [])
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -88,3 +88,12 @@ def test_any_history_agrees_and_any_flipped_transition_is_found(breaches, data):
     i = data.draw(st.integers(0, len(events) - 1))
     dropped = events[:i] + events[i + 1:]
     assert check(breaches, dropped).disagreements
+
+
+def test_an_early_or_late_window_that_agrees_counts_as_agreed():
+    b = [False, True, False]
+    at = T0 + 2 * W
+    events = [(KEY, "firing", at, at - 12.0), (KEY, "resolved", at + W, at + W + 7)]
+    spool = (SRC, T0 + 3 * W + 20.0, T0 + 1.0)  # windows 0-2 all judged before it arrived
+    r = check(b, events, [spool])
+    assert (r.agreed, r.firing, r.late, r.early, r.disagreements) == (3, 1, 0, 0, [])
