@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"stormwatch/agents/internal/testutil"
 )
 
 // pinger keeps one connection to addr and times one small round trip per call.
@@ -109,38 +111,22 @@ func TestAnEchoPathTakesTheProxysOwnHopOffItsDelayButNeverGoesUnderIt(t *testing
 // slowEveryOther echoes each message, holding every second reply for extra first: a far side
 // whose turn varies, as an echo server's does on a loaded machine.
 func slowEveryOther(t *testing.T, extra time.Duration) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
+	return testutil.ServeTCP(t, func(c net.Conn) {
+		noDelay(c)
+		buf := make([]byte, 64<<10)
+		for i := 0; ; i++ {
+			n, err := c.Read(buf)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				noDelay(c)
-				buf := make([]byte, 64<<10)
-				for i := 0; ; i++ {
-					n, err := c.Read(buf)
-					if err != nil {
-						return
-					}
-					if i%2 == 1 {
-						time.Sleep(extra)
-					}
-					if _, err := c.Write(buf[:n]); err != nil {
-						return
-					}
-				}
-			}()
+			if i%2 == 1 {
+				time.Sleep(extra)
+			}
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 func TestAFarSideSlowerThanItsFastestTurnIsTakenOutOfTheReplysDelay(t *testing.T) {

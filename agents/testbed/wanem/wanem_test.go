@@ -21,22 +21,7 @@ import (
 
 // echoServer answers every byte it receives on a real loopback socket.
 func echoServer(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	return ln.Addr().String()
+	return testutil.ServeTCP(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
 }
 
 func startProxy(t testing.TB, p *Proxy) string {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"stormwatch/agents/internal/sample"
+	"stormwatch/agents/internal/testutil"
 )
 
 // peerServer is a mesh peer with scripted behaviour: it reads frames of a known payload size,
@@ -261,26 +262,10 @@ func TestRecordingNeverHoldsUpSending(t *testing.T) {
 // resettingPeer accepts every connection, reads one frame of a size-byte payload so that a
 // message is in flight, and resets the connection (RST, not FIN).
 func resettingPeer(t *testing.T, size int) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				_, _ = io.ReadFull(c, make([]byte, headerLen+size))
-				_ = c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-			}()
-		}
-	}()
-	return ln.Addr().String()
+	return testutil.ServeTCP(t, func(c net.Conn) {
+		_, _ = io.ReadFull(c, make([]byte, headerLen+size))
+		_ = c.(*net.TCPConn).SetLinger(0)
+	})
 }
 
 // closedPort is a loopback address nothing listens on: a dial to it is refused.

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"stormwatch/agents/internal/sample"
+	"stormwatch/agents/internal/testutil"
 )
 
 // flat is a decoded mesh sample for assertions.
@@ -232,35 +233,19 @@ func TestAKilledAgentYieldsLossSamplesWithinTheTimeoutAndRecoversAfterRestart(t 
 
 // corruptingEcho echoes frames with one payload byte flipped.
 func corruptingEcho(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	return testutil.ServeTCP(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		buf := make([]byte, headerLen+64)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			if _, err := io.ReadFull(br, buf); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				buf := make([]byte, headerLen+64)
-				for {
-					if _, err := io.ReadFull(br, buf); err != nil {
-						return
-					}
-					buf[headerLen+7] ^= 0xff
-					if _, err := c.Write(buf); err != nil {
-						return
-					}
-				}
-			}()
+			buf[headerLen+7] ^= 0xff
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 func TestACorruptedEchoIsRecordedAsCorrupt(t *testing.T) {
