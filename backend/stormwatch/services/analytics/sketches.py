@@ -94,8 +94,10 @@ def key_values(keys: NDArray[np.integer] | int) -> NDArray[np.float64]:
 # --- protobuf wire format -------------------------------------------------------------
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """n as a protobuf varint (a negative n as its 64-bit two's complement, as protobuf does)."""
     out = bytearray()
+    n &= (1 << 64) - 1
     while True:
         b = n & 0x7F
         n >>= 7
@@ -106,7 +108,7 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _zigzag(n: int) -> int:
+def zigzag(n: int) -> int:
     return (n << 1) ^ (n >> 63)
 
 
@@ -115,7 +117,7 @@ def _unzigzag(n: int) -> int:
 
 
 def _field(tag: int, payload: bytes) -> bytes:
-    return _varint(tag) + _varint(len(payload)) + payload
+    return varint(tag) + varint(len(payload)) + payload
 
 
 # IndexMapping{gamma, indexOffset=0, interpolation=NONE}: constant for every sketch we write.
@@ -147,14 +149,14 @@ def encode(sketch: Sketch) -> bytes:
             outliers = [int(i) for i in nz if i < first or i > last]
         parts = []
         for i in outliers:
-            entry = (b"\x08" + _varint(_zigzag(i + sketch.offset))
+            entry = (b"\x08" + varint(zigzag(i + sketch.offset))
                      + b"\x11" + _F64.pack(float(counts[i])))
             parts.append(_field(0x0A, entry))
         dense = counts[first : last + 1]
         contiguous = _field(0x12, dense.astype("<f8", copy=False).tobytes())
         offset = sketch.offset + first
         if offset != 0:
-            contiguous += b"\x18" + _varint(_zigzag(offset))
+            contiguous += b"\x18" + varint(zigzag(offset))
         store = b"".join(parts) + contiguous
     out = _MAPPING + _field(0x12, store)
     if sketch.zero_count:

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from stormwatch.services.analytics.sketches import key_values
+from stormwatch.services.analytics.sketches import key_values, varint, zigzag
 from stormwatch.services.export.prometheus import SeriesTotals
 
 CONTENT_TYPE = ("application/vnd.google.protobuf; proto=io.prometheus.client.MetricFamily; "
@@ -42,37 +42,20 @@ def wants_protobuf(accept: str) -> bool:
     return False
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    n &= (1 << 64) - 1
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _zigzag(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
 def _len(field: int, payload: bytes) -> bytes:
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+    return varint(field << 3 | 2) + varint(len(payload)) + payload
 
 
 def _double(field: int, value: float) -> bytes:
-    return _varint(field << 3 | 1) + _F64.pack(value)
+    return varint(field << 3 | 1) + _F64.pack(value)
 
 
 def _uint(field: int, value: int) -> bytes:
-    return _varint(field << 3) + _varint(value)
+    return varint(field << 3) + varint(value)
 
 
 def _sint(field: int, value: int) -> bytes:
-    return _varint(field << 3) + _varint(_zigzag(value))
+    return varint(field << 3) + varint(zigzag(value))
 
 
 def _labels(names: Sequence[str], values: Sequence[str]) -> bytes:
@@ -124,7 +107,7 @@ def _histogram(t: SeriesTotals, row: int, offset: int, matrix: NDArray[np.float6
         body += _len(12, _sint(1, span_offset) + _uint(2, length))
     if counts:
         deltas = np.diff(np.asarray(counts, dtype=np.int64), prepend=0).tolist()
-        body += _len(13, b"".join(_varint(_zigzag(int(d))) for d in deltas))
+        body += _len(13, b"".join(varint(zigzag(int(d))) for d in deltas))
     return body
 
 
@@ -152,5 +135,5 @@ def _families(totals: Sequence[SeriesTotals]) -> Iterator[bytes]:
 
 
 def _delimited(message: bytes) -> bytes:
-    return _varint(len(message)) + message
+    return varint(len(message)) + message
 
