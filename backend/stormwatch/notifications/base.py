@@ -51,6 +51,14 @@ class AlertItem:
     unit: str = ""
     link: str | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """Its stored form, which is also its form in the webhook payload (docs/alerts.md)."""
+        return {"alert_id": self.alert_id, "series": self.series, "state": self.state,
+                "started_at": self.started_at.isoformat(),
+                "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
+                "value": self.value, "threshold": self.threshold, "baseline": self.baseline,
+                "unit": self.unit, "link": self.link}
+
 
 @dataclass(frozen=True)
 class Message:
@@ -76,12 +84,7 @@ class Message:
             "description": self.description, "condition": self.condition,
             "labels": self.labels, "created_at": self.created_at.isoformat(),
             "link": self.link,
-            "alerts": [{
-                "alert_id": i.alert_id, "series": i.series, "state": i.state,
-                "started_at": i.started_at.isoformat(),
-                "resolved_at": i.resolved_at.isoformat() if i.resolved_at else None,
-                "value": i.value, "threshold": i.threshold, "baseline": i.baseline,
-                "unit": i.unit, "link": i.link} for i in self.alerts],
+            "alerts": [i.to_json() for i in self.alerts],
         }
 
     @classmethod

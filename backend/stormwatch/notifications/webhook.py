@@ -39,12 +39,7 @@ def payload(message: Message) -> dict[str, Any]:
             "severity": message.severity, "labels": message.labels,
             "description": message.description, "condition": message.condition,
             "link": message.link,
-            "alerts": [{
-                "alert_id": a.alert_id, "series": a.series, "state": a.state,
-                "started_at": a.started_at.isoformat(),
-                "resolved_at": a.resolved_at.isoformat() if a.resolved_at else None,
-                "value": a.value, "threshold": a.threshold, "baseline": a.baseline,
-                "unit": a.unit, "link": a.link} for a in message.alerts],
+            "alerts": [a.to_json() for a in message.alerts],
         },
     }
 
