@@ -293,21 +293,23 @@ func (h *hop) replied(now time.Time) time.Duration {
 	var credit time.Duration
 	if h.chunks == 1 {
 		turn := now.Sub(h.sent)
-		h.note(turn)
-		credit = h.late + turn - slices.Min(h.turns)
+		credit = h.late + turn - h.note(turn)
 	}
 	h.sent, h.late, h.chunks = time.Time{}, 0, 0
 	return credit
 }
 
-func (h *hop) note(turn time.Duration) {
+// note keeps a turn among the recent ones and returns the fastest of them.
+func (h *hop) note(turn time.Duration) time.Duration {
 	if len(h.turns) < hopTurns {
 		h.turns = append(h.turns, turn)
 	} else {
 		h.turns[h.next] = turn
 		h.next = (h.next + 1) % hopTurns
 	}
-	h.oneWayN.Store(int64(max(min(slices.Min(h.turns)/2, hopCap)-hopGuard, 0)))
+	fastest := slices.Min(h.turns)
+	h.oneWayN.Store(int64(max(min(fastest/2, hopCap)-hopGuard, 0)))
+	return fastest
 }
 
 // oneWay is the share of the hop taken off each direction's delay.

@@ -730,11 +730,12 @@ class Soak:
                 continue
             events.append((key, kind, at, recorded))
             source_of.setdefault(key, src)
+        # Only a batch at least this late can hold samples of a window judged before it.
         late = [(str(a), r, o) for a, r, o in self.sql(
             "SELECT agent_id, extract(epoch FROM received_at)::float8, "
             "extract(epoch FROM oldest_sample_at)::float8 FROM ingest_batches WHERE org_id = %s "
-            "AND received_at - oldest_sample_at > make_interval(secs => %s)", org,
-            SETTLE_S - 2 * COMMIT_MARGIN_S)]
+            "AND received_at - oldest_sample_at >= make_interval(secs => %s)", org,
+            SETTLE_S - COMMIT_MARGIN_S)]
         return check_loss_rule(start=start, end=end, window_s=RULE_WINDOW_S,
                                threshold=RULE_LOSS_RATE, settle_s=SETTLE_S, windows=windows,
                                events=events, late_batches=late, source_of=source_of)

@@ -158,14 +158,14 @@ def _plan_events(conn: Connection, events: Sequence[Row], now: datetime) -> int:
             for e in evs:
                 mark(e, "no_channels")
             continue
-        items = [_item(alerts[e["alert_id"]], e["evidence"] or None)
-                 for e in evs]
-        if kind == "resolved":
-            items = [_item(alerts[e["alert_id"]]) if alerts[e["alert_id"]]["state"]
-                     == "resolved" else i for e, i in zip(evs, items, strict=True)]
+        # A resolution is told from its alert's row (the resolved values); anything else
+        # from its event's own evidence.
+        items = [_item(alerts[e["alert_id"]]) if kind == "resolved"
+                 and alerts[e["alert_id"]]["state"] == "resolved"
+                 else _item(alerts[e["alert_id"]], e["evidence"] or None) for e in evs]
         alert_ids = [e["alert_id"] for e in evs]
-        nid = _notify(conn, rule, kind, channels, alert_ids,
-                                   [e["id"] for e in evs], items, now)
+        nid = _notify(conn, rule, kind, channels, alert_ids, [e["id"] for e in evs], items,
+                      now)
         made += 1
         for e in evs:
             mark(e, "notified", nid)
