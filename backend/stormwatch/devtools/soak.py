@@ -721,14 +721,14 @@ class Soak:
             windows[(key, int(ws))] = (int(n), int(failed))
             source_of[key] = str(src)
         events = []
-        for key, kind, at, recorded in self.sql(
+        for key, kind, at, early in self.sql(
                 "SELECT a.group_key, e.kind, extract(epoch FROM e.at)::float8, "
-                "extract(epoch FROM e.created_at)::float8 FROM alert_events e JOIN alerts a "
-                "ON a.id = e.alert_id WHERE e.rule_id = %s", self.rule_id):
+                "coalesce((e.evidence->>'decided_early')::boolean, false) FROM alert_events e "
+                "JOIN alerts a ON a.id = e.alert_id WHERE e.rule_id = %s", self.rule_id):
             src, dst = key.split("|")[:2]
             if src in gone or dst in gone:
                 continue
-            events.append((key, kind, at, recorded))
+            events.append((key, kind, at, bool(early)))
             source_of.setdefault(key, src)
         # Only a batch at least this late can hold samples of a window judged before it.
         late = [(str(a), r, o) for a, r, o in self.sql(

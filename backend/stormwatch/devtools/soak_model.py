@@ -11,8 +11,8 @@ data than the final one, in one of two ways (each counted):
 - late: some batch of the pair's source agent arrived after the window could first be judged
   (its end + SETTLE_S) and holds samples older than the window's end (a spool drained after an
   outage, an agent restarted): the evaluator may have judged it without them;
-- early: the evaluator fired on the window while it was still open (enough samples already
-  breached), before all its samples were in.
+- early: the evaluator fired on the window before it could be judged closed (enough samples
+  already breached), as its evidence says (decided_early), before all its samples were in.
 Every other (pair, window) from the rule's first judged window to its last must agree."""
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ class ModelCheck:
 def check_loss_rule(
     *, start: int, end: int, window_s: int, threshold: float, settle_s: float,
     windows: dict[tuple[str, int], tuple[int, int]],
-    events: Iterable[tuple[str, str, float, float]],
+    events: Iterable[tuple[str, str, float, bool]],
     late_batches: Iterable[tuple[str, float, float]],
     source_of: dict[str, str],
 ) -> ModelCheck:
     """Compares the model with the evaluator over the windows starting in [start, end).
 
     windows: (pair key, window start) -> (samples, failed samples), from the final data;
-    events: (pair key, 'firing' | 'resolved', at, recorded at), all epoch seconds;
+    events: (pair key, 'firing' | 'resolved', at in epoch seconds, decided early);
     late_batches: (source agent id, received at, oldest sample at) of accepted batches;
     source_of: pair key -> its source agent id (every pair the rule may have judged)."""
     w = window_s
@@ -64,9 +64,9 @@ def check_loss_rule(
             late[src].add(t)
     transitions: dict[str, list[tuple[float, str]]] = defaultdict(list)
     early: set[tuple[str, int]] = set()
-    for key, kind, at, recorded in events:
+    for key, kind, at, decided_early in events:
         transitions[key].append((at, kind))
-        if kind == "firing" and recorded < at:
+        if kind == "firing" and decided_early:
             early.add((key, int(at) - w))
     out = ModelCheck()
     for key, src in sorted(source_of.items()):

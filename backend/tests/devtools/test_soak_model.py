@@ -14,14 +14,14 @@ T0 = 1_800_000_000 // W * W
 KEY, SRC = "a|b|64", "a"
 
 
-def events_of(breaches: list[bool], delay_s: float = SETTLE + 3) -> list[tuple]:
+def events_of(breaches: list[bool]) -> list[tuple]:
     """What a correct 1-of-1 evaluator records: a transition at the end of each window whose
-    verdict differs from the previous one, written a little after the window could be judged."""
+    verdict differs from the previous one, decided once the window could be judged closed."""
     out, firing = [], False
     for i, b in enumerate(breaches):
         if b != firing:
             at = T0 + (i + 1) * W
-            out.append((KEY, "firing" if b else "resolved", at, at + delay_s))
+            out.append((KEY, "firing" if b else "resolved", at, False))
             firing = b
     return out
 
@@ -73,7 +73,7 @@ def test_a_batch_of_another_agent_or_one_on_time_sets_nothing_aside():
 def test_an_early_firing_on_a_window_that_ends_clean_is_set_aside():
     b = [False, False, False]
     at = T0 + 2 * W
-    events = [(KEY, "firing", at, at - 12.0), (KEY, "resolved", at + W, at + W + 7)]
+    events = [(KEY, "firing", at, True), (KEY, "resolved", at + W, False)]
     r = check(b, events)
     assert (r.early, r.agreed, r.disagreements) == (1, 2, [])
 
@@ -93,7 +93,16 @@ def test_any_history_agrees_and_any_flipped_transition_is_found(breaches, data):
 def test_an_early_or_late_window_that_agrees_counts_as_agreed():
     b = [False, True, False]
     at = T0 + 2 * W
-    events = [(KEY, "firing", at, at - 12.0), (KEY, "resolved", at + W, at + W + 7)]
+    events = [(KEY, "firing", at, True), (KEY, "resolved", at + W, False)]
     spool = (SRC, T0 + 3 * W + 20.0, T0 + 1.0)  # windows 0-2 all judged before it arrived
     r = check(b, events, [spool])
     assert (r.agreed, r.firing, r.late, r.early, r.disagreements) == (3, 1, 0, 0, [])
+
+
+def test_a_firing_on_a_clean_window_not_decided_early_is_a_disagreement():
+    b = [False, False, False]
+    at = T0 + 2 * W
+    events = [(KEY, "firing", at, False), (KEY, "resolved", at + W, False)]
+    r = check(b, events)
+    assert (r.early, r.disagreements) == (0, [f"{KEY} window at {T0 + W}: 1 of 150 lost, "
+                                              "model not firing, evaluator firing"])

@@ -35,6 +35,8 @@ export interface Evidence {
   fromMs: number | null;
   toMs: number | null;
   dashboardPath: string | null;
+  /** Fired before its window could be judged closed, on the samples in by then. */
+  decidedEarly: boolean;
 }
 
 export interface AlertEventVM {
@@ -91,6 +93,7 @@ export function toEvidence(v: unknown): Evidence {
     fromMs: ms(range.from ?? range.start ?? e.from ?? e.start),
     toMs: ms(range.to ?? range.end ?? e.to ?? e.end),
     dashboardPath: typeof e.dashboard_path === "string" ? e.dashboard_path : null,
+    decidedEarly: e.decided_early === true,
   };
 }
 

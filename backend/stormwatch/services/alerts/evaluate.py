@@ -438,7 +438,7 @@ def _num(v: float | None) -> float | None:
 
 def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
               states: dict[str, SeriesState], agreeing: list[str], starts: list[int], i: int,
-              began: int, m_matched: int | None = None) -> Evidence:
+              began: int, m_matched: int | None = None, early: bool = False) -> Evidence:
     """Why a group fired (or how it stood when it resolved): each agreeing series' values
     against the threshold or baseline over its last Y windows, and where to look."""
     w = rule.window_s
@@ -472,7 +472,7 @@ def _evidence(rule: Rule, fleet: Fleet, evals: dict[str, SeriesEval],
         agreeing=len(series), time_range=TimeRange(start=from_epoch(began),
                                                    end=from_epoch(t + w)),
         dashboard_path=dashboard_path(metric, keys, fleet, from_epoch(began - 10 * w),
-                                      from_epoch(t + 11 * w)))
+                                      from_epoch(t + 11 * w)), decided_early=early)
     if m_matched is not None:
         ev.m_matched = m_matched
     return ev
@@ -556,7 +556,8 @@ def plan_rule(rule: Rule, due: Due, evals: list[SeriesEval], fleet: Fleet,
                 met.append(k)
             if rule.n == 1 and tr is not None and (tr == "firing") != (k in open_alerts):
                 first = first_breach(st, t, w)
-                ev = _evidence(rule, fleet, by_key, states, [k], starts, i, first)
+                ev = _evidence(rule, fleet, by_key, states, [k], starts, i, first,
+                               early=is_open)
                 out.append(Transition(k, tr, t + w, first, ev))
                 if tr == "firing":
                     open_alerts[k] = (uuid.UUID(int=0), 0)
@@ -571,7 +572,7 @@ def plan_rule(rule: Rule, due: Due, evals: list[SeriesEval], fleet: Fleet,
                     states[k].history)] or list(by_key)
                 first = min((first_breach(states[k], t, w) for k in agreeing), default=t)
                 ev = _evidence(rule, fleet, by_key, states, agreeing, starts, i, first,
-                               m_matched=len(by_key))
+                               m_matched=len(by_key), early=is_open)
                 out.append(Transition(GROUP_KEY, tr, t + w, first, ev))
     end = from_epoch(starts[-1] + w)
     upserts = [{"r": rule.id, "k": k, "o": rule.org_id, "s": st.state, "h": st.history,

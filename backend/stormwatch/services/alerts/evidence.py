@@ -89,6 +89,9 @@ class Evidence(BaseModel):
     time_range: TimeRange | None = None
     dashboard_path: str | None = None
     m_matched: int | None = None  # N of M: how many series the rule matched
+    # Decided before its window could be judged closed (it ended less than SETTLE_S ago, or
+    # is still open), on the samples in by then: a firing told early.
+    decided_early: bool = False
     resolution: Evidence | None = None  # on an alert's row: how it stood when it resolved
 
     def to_json(self) -> dict[str, Any]:

@@ -7,9 +7,10 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, text
 
-from stormwatch.services.alerts.evaluate import evaluate_cycle
+from stormwatch.services.alerts.evaluate import SETTLE_S, evaluate_cycle
 from tests.alert_helpers import (
     WINDOW_S,
     alerts_of,
@@ -135,3 +136,23 @@ async def test_a_plan_applied_twice_from_one_snapshot_acts_once(services: Any, d
     outcomes = await asyncio.gather(apply(), apply())
     assert sorted(outcomes, key=len) == [{}, {rule_id: 1}]
     assert len(alerts_of(db, rule_id)) == 1 and len(events_of(db, rule_id)) == 1
+
+
+@pytest.mark.parametrize(("seconds_after_start", "early"), [
+    (WINDOW_S + 20, True),  # the window still open
+    (2 * WINDOW_S + SETTLE_S - 3, True),  # closed, but less than SETTLE_S ago
+    (2 * WINDOW_S + SETTLE_S + 1, False),  # closed and settled
+])
+async def test_a_firing_says_whether_it_was_decided_before_its_window_could_be_judged_closed(
+        services: Any, db: Engine, org: Any, seconds_after_start: int, early: bool) -> None:
+    a, b = make_agents(db, org.org_id, [{"name": "a"}, {"name": "b"}])
+    start = aligned_now() - timedelta(seconds=3 * WINDOW_S)
+    insert_mesh(db, org.org_id, a, b, start, [1000.0] * 3, loss_share=[0, 0.1, 0])
+    rule = insert_rule(db, org.org_id, statistic="loss_rate",
+                       condition={"type": "above", "value": 0.01})
+    sm = sessionmaker_for(services.database_url)
+    await evaluate_cycle(sm, now=start + timedelta(seconds=seconds_after_start),
+                         rule_ids=[rule])
+    ((_, kind, t, evidence),) = events_of(db, rule)
+    assert (kind, t) == ("firing", start + timedelta(seconds=2 * WINDOW_S))
+    assert evidence["decided_early"] is early

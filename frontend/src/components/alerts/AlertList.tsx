@@ -46,6 +46,12 @@ export function AlertEvidence({ alert }: { alert: AlertVM }) {
             {when(e.fromMs)} – {when(e.toMs)}
           </dd>
         </div>
+        {e.decidedEarly && (
+          <div>
+            <dt>decided</dt>
+            <dd>before its window closed, on the samples in by then</dd>
+          </div>
+        )}
         {Object.keys(a.labels).length > 0 && (
           <div>
             <dt>labels</dt>

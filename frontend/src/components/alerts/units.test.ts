@@ -73,5 +73,7 @@ describe("evidence", () => {
     expect(e.agreeing[0]!.values[0]).toEqual({ t: Date.parse("2026-11-23T18:00:00Z"), value: 95_000, threshold: 80_000, breach: true });
     expect([e.fromMs, e.toMs]).toEqual([Date.parse("2026-11-23T18:00:00Z"), Date.parse("2026-11-23T18:02:00Z")]);
     expect(e.dashboardPath).toBe("/pair?src=a1&dst=a2");
+    expect(e.decidedEarly).toBe(false);
+    expect(toEvidence({ decided_early: true }).decidedEarly).toBe(true);
   });
 });
