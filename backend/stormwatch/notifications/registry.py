@@ -14,9 +14,15 @@ from pydantic import BaseModel
 
 from stormwatch.notifications.base import Channel
 from stormwatch.notifications.email import EmailChannel, EmailConfig
+from stormwatch.notifications.pagerduty import PagerDutyChannel
 from stormwatch.notifications.slack import SlackChannel
 from stormwatch.notifications.webhook import WebhookChannel, new_signing_secret
-from stormwatch.schemas.notifications import EmailConfigIn, SlackConfigIn, WebhookConfigIn
+from stormwatch.schemas.notifications import (
+    EmailConfigIn,
+    PagerDutyConfigIn,
+    SlackConfigIn,
+    WebhookConfigIn,
+)
 
 Config = Mapping[str, Any]
 Secrets = Mapping[str, str]
@@ -91,6 +97,12 @@ CHANNEL_KINDS: dict[str, ChannelKind] = {k.name: k for k in (
         build=lambda config, secrets: WebhookChannel(config["url"], secrets["signing_secret"],
                                                      ca_cert_pem=_ca(config)),
         destination=_url, issued_secret=("signing_secret", new_signing_secret)),
+    ChannelKind(
+        "pagerduty", PagerDutyConfigIn, secret_fields=("routing_key",),
+        build=lambda config, secrets: PagerDutyChannel(
+            secrets["routing_key"], config["events_url"], config.get("severity_map"),
+            ca_cert_pem=_ca(config)),
+        destination=lambda cfg: Destination("events_url", url=str(cfg.events_url))),
 )}
 
 SECRET_NAMES: tuple[str, ...] = tuple(dict.fromkeys(

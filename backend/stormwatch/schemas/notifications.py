@@ -1,5 +1,6 @@
 """Channels, silences, maintenance windows and the delivery log over the REST API.
-Secrets (SMTP password, Slack webhook URL, webhook signing secret) go in, never out."""
+Secrets (SMTP password, webhook URLs that carry a token, signing secrets, routing and API keys)
+go in, never out."""
 
 from __future__ import annotations
 
@@ -105,6 +106,24 @@ class WebhookConfigIn(BaseModel):
     _pem = field_validator("ca_cert_pem")(_check_pem)
 
 
+class PagerDutyConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    routing_key: SecretStr = Field(min_length=1, max_length=200,
+                                   description="the integration key of an Events API v2 "
+                                               "integration (write-only)")
+    events_url: AnyHttpUrl = Field(default=AnyHttpUrl("https://events.pagerduty.com/v2/enqueue"),
+                                   description="the Events API v2 enqueue URL")
+    severity_map: dict[Literal["critical", "warning", "info"],
+                       Literal["critical", "error", "warning", "info"]] = Field(
+        default_factory=dict, description="a rule's severity -> PagerDuty's; unlisted ones "
+                                          "keep their own name")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("events_url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+
 class _ChannelBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -127,8 +146,13 @@ class WebhookChannelCreate(_ChannelBase):
     config: WebhookConfigIn
 
 
-ChannelCreate = Annotated[EmailChannelCreate | SlackChannelCreate | WebhookChannelCreate,
-                          Field(discriminator="kind")]
+class PagerDutyChannelCreate(_ChannelBase):
+    kind: Literal["pagerduty"]
+    config: PagerDutyConfigIn
+
+
+ChannelCreate = Annotated[EmailChannelCreate | SlackChannelCreate | WebhookChannelCreate
+                          | PagerDutyChannelCreate, Field(discriminator="kind")]
 
 
 class ChannelUpdate(BaseModel):
@@ -147,7 +171,7 @@ class ChannelUpdate(BaseModel):
 class ChannelPublic(BaseModel):
     id: uuid.UUID
     name: str
-    kind: Literal["email", "slack", "webhook"]
+    kind: Literal["email", "slack", "webhook", "pagerduty"]
     enabled: bool
     config: dict[str, object] = Field(description="non-secret settings; secrets as has_* flags")
     created_at: datetime

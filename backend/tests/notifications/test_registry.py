@@ -10,10 +10,12 @@ from pydantic import TypeAdapter
 
 from stormwatch.models import NotificationChannel
 from stormwatch.notifications.email import EmailChannel
+from stormwatch.notifications.pagerduty import PagerDutyChannel
 from stormwatch.notifications.registry import CHANNEL_KINDS, SECRET_NAMES, kind
 from stormwatch.notifications.slack import SlackChannel
 from stormwatch.notifications.webhook import WebhookChannel
 from stormwatch.schemas.notifications import ChannelCreate, ChannelPublic
+from stormwatch.services import audit
 
 
 def test_every_kind_is_offered_by_the_api_and_allowed_by_the_table() -> None:
@@ -34,7 +36,9 @@ def test_every_kind_is_offered_by_the_api_and_allowed_by_the_table() -> None:
 def test_secret_fields_are_fields_of_their_config_model() -> None:
     for k in CHANNEL_KINDS.values():
         assert set(k.secret_fields) <= set(k.config_model.model_fields), k.name
-    assert set(SECRET_NAMES) == {"password", "url", "signing_secret"}
+    assert set(SECRET_NAMES) == {"password", "url", "signing_secret", "routing_key"}
+    # The audit log masks each of them wherever a channel's change is recorded.
+    assert set(SECRET_NAMES) <= audit.SECRET_FIELDS
 
 
 def test_each_kind_builds_its_sender_from_a_stored_config() -> None:
@@ -54,3 +58,7 @@ def test_each_kind_builds_its_sender_from_a_stored_config() -> None:
         "url_hint": "https://hooks.slack.com/…"}
     assert kind("email").public_hints({}) == {"has_password": False}
     assert kind("webhook").public_hints({"signing_secret": "s"}) == {"has_signing_secret": True}
+    pd = kind("pagerduty").build({"events_url": "http://127.0.0.1:9/v2/enqueue"},
+                                 {"routing_key": "k"})
+    assert isinstance(pd, PagerDutyChannel) and pd.routing_key == "k"
+    assert pd.severities == {"critical": "critical", "warning": "warning", "info": "info"}

@@ -1,0 +1,114 @@
+"""Local stand-ins for the incident and chat services, behind `HttpReceiver.handle`: each
+checks a request against the service's documented payload, answers as the service does
+(400 naming the problem for an invalid one) and keeps the state a test asserts on: which
+incidents or alerts are open, under which key."""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from tests.notifications.servers import Received
+
+
+def _iso(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).tzinfo is not None
+    except ValueError:
+        return False
+
+
+def _json(req: Received) -> Any:
+    return json.loads(req.body)
+
+
+def _headers(req: Received) -> dict[str, str]:
+    return {k.lower(): v for k, v in req.headers.items()}
+
+
+@dataclass
+class Incident:
+    dedup_key: str
+    summary: str
+    severity: str
+    triggers: int = 1
+    open: bool = True
+
+
+@dataclass
+class PagerDutyEvents:
+    """The Events API v2 enqueue endpoint: a trigger opens an incident under its dedup_key,
+    or adds to the open one with that key; a resolve closes it."""
+
+    routing_key: str
+    incidents: list[Incident] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def problems(self, req: Received, e: Any) -> list[str]:
+        out: list[str] = []
+        if req.path != "/v2/enqueue":
+            out.append(f"path {req.path}")
+        if not _headers(req).get("content-type", "").startswith("application/json"):
+            out.append("content-type is not application/json")
+        if not isinstance(e, dict):
+            return [*out, "not an object"]
+        if e.get("routing_key") != self.routing_key:
+            out.append("'routing_key' is missing or invalid")
+        action = e.get("event_action")
+        if action not in ("trigger", "acknowledge", "resolve"):
+            out.append("'event_action' is missing or invalid")
+        key = e.get("dedup_key")
+        if key is not None and not (isinstance(key, str) and 0 < len(key) <= 255):
+            out.append("'dedup_key' is invalid")
+        if action in ("acknowledge", "resolve") and not key:
+            out.append("'dedup_key' is required to acknowledge or resolve")
+        if action == "trigger":
+            p = e.get("payload")
+            if not isinstance(p, dict):
+                return [*out, "'payload' is missing"]
+            if not isinstance(p.get("summary"), str) or not 0 < len(p["summary"]) <= 1024:
+                out.append("'payload.summary' is missing or longer than 1024 characters")
+            if not isinstance(p.get("source"), str) or not p["source"]:
+                out.append("'payload.source' is missing")
+            if p.get("severity") not in ("critical", "error", "warning", "info"):
+                out.append("'payload.severity' is invalid")
+            if "timestamp" in p and not _iso(p["timestamp"]):
+                out.append("'payload.timestamp' is not ISO 8601")
+            if "custom_details" in p and not isinstance(p["custom_details"], dict):
+                out.append("'payload.custom_details' is not an object")
+            for link in e.get("links", []):
+                if not isinstance(link, dict) or not str(link.get("href", "")).startswith(
+                        ("http://", "https://")):
+                    out.append("'links' entries need an href")
+        allowed = {"routing_key", "event_action", "dedup_key", "payload", "links", "images",
+                   "client", "client_url"}
+        out += [f"unknown field {k!r}" for k in e if k not in allowed]
+        return out
+
+    def __call__(self, req: Received) -> tuple[int, str]:
+        e = _json(req)
+        errors = self.problems(req, e)
+        if errors:
+            return 400, json.dumps({"status": "invalid event",
+                                    "message": "Event object is invalid", "errors": errors})
+        with self.lock:
+            self.events.append(e)
+            key = e.get("dedup_key") or uuid.uuid4().hex
+            open_one = next((i for i in self.incidents if i.dedup_key == key and i.open), None)
+            if e["event_action"] == "trigger":
+                if open_one is None:
+                    self.incidents.append(Incident(key, e["payload"]["summary"],
+                                                   e["payload"]["severity"]))
+                else:
+                    open_one.triggers += 1
+            elif e["event_action"] == "resolve" and open_one is not None:
+                open_one.open = False
+        return 202, json.dumps({"status": "success", "message": "Event processed",
+                                "dedup_key": key})
