@@ -15,7 +15,7 @@ branch_labels = None
 depends_on = None
 
 OLD = ("email", "slack", "webhook")
-NEW = (*OLD, "pagerduty")
+NEW = (*OLD, "pagerduty", "opsgenie")
 
 
 def _check(kinds: tuple[str, ...]) -> None:

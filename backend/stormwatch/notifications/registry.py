@@ -14,11 +14,13 @@ from pydantic import BaseModel
 
 from stormwatch.notifications.base import Channel
 from stormwatch.notifications.email import EmailChannel, EmailConfig
+from stormwatch.notifications.opsgenie import OpsgenieChannel
 from stormwatch.notifications.pagerduty import PagerDutyChannel
 from stormwatch.notifications.slack import SlackChannel
 from stormwatch.notifications.webhook import WebhookChannel, new_signing_secret
 from stormwatch.schemas.notifications import (
     EmailConfigIn,
+    OpsgenieConfigIn,
     PagerDutyConfigIn,
     SlackConfigIn,
     WebhookConfigIn,
@@ -103,6 +105,12 @@ CHANNEL_KINDS: dict[str, ChannelKind] = {k.name: k for k in (
             secrets["routing_key"], config["events_url"], config.get("severity_map"),
             ca_cert_pem=_ca(config)),
         destination=lambda cfg: Destination("events_url", url=str(cfg.events_url))),
+    ChannelKind(
+        "opsgenie", OpsgenieConfigIn, secret_fields=("api_key",),
+        build=lambda config, secrets: OpsgenieChannel(
+            secrets["api_key"], config["api_url"], config.get("priority_map"),
+            tuple(config.get("tags") or ()), ca_cert_pem=_ca(config)),
+        destination=lambda cfg: Destination("api_url", url=str(cfg.api_url))),
 )}
 
 SECRET_NAMES: tuple[str, ...] = tuple(dict.fromkeys(

@@ -124,6 +124,26 @@ class PagerDutyConfigIn(BaseModel):
     _pem = field_validator("ca_cert_pem")(_check_pem)
 
 
+class OpsgenieConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_key: SecretStr = Field(min_length=1, max_length=200,
+                               description="an API integration's key (write-only)")
+    api_url: AnyHttpUrl = Field(default=AnyHttpUrl("https://api.opsgenie.com"),
+                                description="https://api.opsgenie.com, or "
+                                            "https://api.eu.opsgenie.com for EU accounts")
+    priority_map: dict[Literal["critical", "warning", "info"],
+                       Literal["P1", "P2", "P3", "P4", "P5"]] = Field(
+        default_factory=dict, description="a rule's severity -> Opsgenie's priority "
+                                          "(default critical P1, warning P3, info P5)")
+    tags: list[Annotated[str, Field(min_length=1, max_length=50)]] = Field(
+        default_factory=list, max_length=20, description="added to every alert")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("api_url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+
 class _ChannelBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -151,8 +171,14 @@ class PagerDutyChannelCreate(_ChannelBase):
     config: PagerDutyConfigIn
 
 
+class OpsgenieChannelCreate(_ChannelBase):
+    kind: Literal["opsgenie"]
+    config: OpsgenieConfigIn
+
+
 ChannelCreate = Annotated[EmailChannelCreate | SlackChannelCreate | WebhookChannelCreate
-                          | PagerDutyChannelCreate, Field(discriminator="kind")]
+                          | PagerDutyChannelCreate | OpsgenieChannelCreate,
+                          Field(discriminator="kind")]
 
 
 class ChannelUpdate(BaseModel):
@@ -171,7 +197,7 @@ class ChannelUpdate(BaseModel):
 class ChannelPublic(BaseModel):
     id: uuid.UUID
     name: str
-    kind: Literal["email", "slack", "webhook", "pagerduty"]
+    kind: Literal["email", "slack", "webhook", "pagerduty", "opsgenie"]
     enabled: bool
     config: dict[str, object] = Field(description="non-secret settings; secrets as has_* flags")
     created_at: datetime

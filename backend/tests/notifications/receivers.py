@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import unquote
 
 from tests.notifications.servers import Received
 
@@ -112,3 +113,84 @@ class PagerDutyEvents:
                 open_one.open = False
         return 202, json.dumps({"status": "success", "message": "Event processed",
                                 "dedup_key": key})
+
+
+@dataclass
+class GenieAlert:
+    alias: str
+    message: str
+    priority: str
+    count: int = 1
+    open: bool = True
+
+
+@dataclass
+class OpsgenieAlerts:
+    """The Alert API: create opens an alert, or raises the count of the open one with its
+    alias; close by alias closes it. Requests need `Authorization: GenieKey <key>`."""
+
+    api_key: str
+    alerts: list[GenieAlert] = field(default_factory=list)
+    creates: list[dict[str, Any]] = field(default_factory=list)
+    closes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @staticmethod
+    def problems(a: Any) -> list[str]:
+        if not isinstance(a, dict):
+            return ["not an object"]
+        out: list[str] = []
+        limits = {"message": 130, "alias": 512, "description": 15000, "entity": 512,
+                  "source": 100, "user": 100, "note": 25000}
+        if not isinstance(a.get("message"), str) or not a["message"]:
+            out.append("Message can not be empty.")
+        for name, most in limits.items():
+            if name in a and not (isinstance(a[name], str) and len(a[name]) <= most):
+                out.append(f"{name} must be a string of at most {most} characters")
+        tags = a.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) and len(t) <= 50
+                                                 for t in tags):
+            out.append("tags must be strings of at most 50 characters")
+        details = a.get("details", {})
+        if not isinstance(details, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in details.items()):
+            out.append("details must map strings to strings")
+        if a.get("priority", "P3") not in ("P1", "P2", "P3", "P4", "P5"):
+            out.append("priority must be one of P1..P5")
+        allowed = {"message", "alias", "description", "responders", "visibleTo", "actions",
+                   "tags", "details", "entity", "source", "priority", "user", "note"}
+        return out + [f"unknown field {k!r}" for k in a if k not in allowed]
+
+    def __call__(self, req: Received) -> tuple[int, str]:
+        if _headers(req).get("authorization") != f"GenieKey {self.api_key}":
+            return 401, json.dumps({"message": "Could not authenticate", "took": 0.0})
+        body = _json(req)
+        path, _, query = req.path.partition("?")
+        with self.lock:
+            if path == "/v2/alerts":
+                errors = self.problems(body)
+                if errors:
+                    return 422, json.dumps({"message": "Request has errors",
+                                            "errors": errors})
+                self.creates.append(body)
+                found = self._open(body.get("alias") or uuid.uuid4().hex)
+                if found is None:
+                    self.alerts.append(GenieAlert(body.get("alias") or "", body["message"],
+                                                  body.get("priority", "P3")))
+                else:
+                    found.count += 1
+            elif path.startswith("/v2/alerts/") and path.endswith("/close"):
+                if query != "identifierType=alias":
+                    return 422, json.dumps({"message": "identifierType must be alias here"})
+                name = unquote(path[len("/v2/alerts/"):-len("/close")])
+                self.closes.append((name, body))
+                found = self._open(name)
+                if found is not None:
+                    found.open = False
+            else:
+                return 404, json.dumps({"message": f"no route {path}"})
+        return 202, json.dumps({"result": "Request will be processed", "took": 0.01,
+                                "requestId": str(uuid.uuid4())})
+
+    def _open(self, name: str) -> GenieAlert | None:
+        return next((a for a in self.alerts if a.alias == name and a.open), None)

@@ -36,7 +36,8 @@ def test_every_kind_is_offered_by_the_api_and_allowed_by_the_table() -> None:
 def test_secret_fields_are_fields_of_their_config_model() -> None:
     for k in CHANNEL_KINDS.values():
         assert set(k.secret_fields) <= set(k.config_model.model_fields), k.name
-    assert set(SECRET_NAMES) == {"password", "url", "signing_secret", "routing_key"}
+    assert set(SECRET_NAMES) == {"password", "url", "signing_secret", "routing_key",
+                                 "api_key"}
     # The audit log masks each of them wherever a channel's change is recorded.
     assert set(SECRET_NAMES) <= audit.SECRET_FIELDS
 
