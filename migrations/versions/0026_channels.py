@@ -15,7 +15,7 @@ branch_labels = None
 depends_on = None
 
 OLD = ("email", "slack", "webhook")
-NEW = (*OLD, "pagerduty", "opsgenie")
+NEW = (*OLD, "pagerduty", "opsgenie", "discord")
 
 
 def _check(kinds: tuple[str, ...]) -> None:

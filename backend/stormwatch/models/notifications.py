@@ -36,8 +36,8 @@ class NotificationChannel(Base):
     __table_args__ = (
         UniqueConstraint("org_id", "name"),
         # The kinds of notifications/registry.py (tests/notifications/test_registry.py).
-        CheckConstraint("kind IN ('email', 'slack', 'webhook', 'pagerduty', 'opsgenie')",
-                        name="kind"),
+        CheckConstraint("kind IN ('email', 'slack', 'webhook', 'pagerduty', 'opsgenie', "
+                        "'discord')", name="kind"),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()

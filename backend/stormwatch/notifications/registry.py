@@ -13,12 +13,14 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from stormwatch.notifications.base import Channel
+from stormwatch.notifications.discord import DiscordChannel
 from stormwatch.notifications.email import EmailChannel, EmailConfig
 from stormwatch.notifications.opsgenie import OpsgenieChannel
 from stormwatch.notifications.pagerduty import PagerDutyChannel
 from stormwatch.notifications.slack import SlackChannel
 from stormwatch.notifications.webhook import WebhookChannel, new_signing_secret
 from stormwatch.schemas.notifications import (
+    DiscordConfigIn,
     EmailConfigIn,
     OpsgenieConfigIn,
     PagerDutyConfigIn,
@@ -76,9 +78,9 @@ def _build_email(config: Config, secrets: Secrets) -> Channel:
         ca_cert_pem=_ca(config)))
 
 
-def _slack_hints(secrets: Secrets) -> dict[str, object]:
+def _url_hints(secrets: Secrets) -> dict[str, object]:
     parts = urlsplit(secrets.get("url", ""))
-    # The path is the credential; the host says which workspace service it is.
+    # The path is the credential; the host says which service it is.
     return {"url_hint": f"{parts.scheme}://{parts.netloc}/…" if parts.netloc else ""}
 
 
@@ -93,7 +95,7 @@ CHANNEL_KINDS: dict[str, ChannelKind] = {k.name: k for k in (
     ChannelKind(
         "slack", SlackConfigIn, secret_fields=("url",),
         build=lambda config, secrets: SlackChannel(secrets["url"], ca_cert_pem=_ca(config)),
-        destination=_url, hints=_slack_hints),
+        destination=_url, hints=_url_hints),
     ChannelKind(
         "webhook", WebhookConfigIn, secret_fields=(),
         build=lambda config, secrets: WebhookChannel(config["url"], secrets["signing_secret"],
@@ -111,6 +113,10 @@ CHANNEL_KINDS: dict[str, ChannelKind] = {k.name: k for k in (
             secrets["api_key"], config["api_url"], config.get("priority_map"),
             tuple(config.get("tags") or ()), ca_cert_pem=_ca(config)),
         destination=lambda cfg: Destination("api_url", url=str(cfg.api_url))),
+    ChannelKind(
+        "discord", DiscordConfigIn, secret_fields=("url",),
+        build=lambda config, secrets: DiscordChannel(secrets["url"], ca_cert_pem=_ca(config)),
+        destination=_url, hints=_url_hints),
 )}
 
 SECRET_NAMES: tuple[str, ...] = tuple(dict.fromkeys(

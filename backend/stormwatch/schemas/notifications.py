@@ -144,6 +144,18 @@ class OpsgenieConfigIn(BaseModel):
     _pem = field_validator("ca_cert_pem")(_check_pem)
 
 
+class DiscordConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: AnyHttpUrl = Field(description="the channel's webhook URL, "
+                                        "https://discord.com/api/webhooks/<id>/<token> "
+                                        "(write-only: it carries the token)")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+
 class _ChannelBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -176,9 +188,14 @@ class OpsgenieChannelCreate(_ChannelBase):
     config: OpsgenieConfigIn
 
 
+class DiscordChannelCreate(_ChannelBase):
+    kind: Literal["discord"]
+    config: DiscordConfigIn
+
+
 ChannelCreate = Annotated[EmailChannelCreate | SlackChannelCreate | WebhookChannelCreate
-                          | PagerDutyChannelCreate | OpsgenieChannelCreate,
-                          Field(discriminator="kind")]
+                          | PagerDutyChannelCreate | OpsgenieChannelCreate
+                          | DiscordChannelCreate, Field(discriminator="kind")]
 
 
 class ChannelUpdate(BaseModel):
@@ -197,7 +214,7 @@ class ChannelUpdate(BaseModel):
 class ChannelPublic(BaseModel):
     id: uuid.UUID
     name: str
-    kind: Literal["email", "slack", "webhook", "pagerduty", "opsgenie"]
+    kind: Literal["email", "slack", "webhook", "pagerduty", "opsgenie", "discord"]
     enabled: bool
     config: dict[str, object] = Field(description="non-secret settings; secrets as has_* flags")
     created_at: datetime

@@ -194,3 +194,58 @@ class OpsgenieAlerts:
 
     def _open(self, name: str) -> GenieAlert | None:
         return next((a for a in self.alerts if a.alias == name and a.open), None)
+
+
+@dataclass
+class DiscordWebhook:
+    """Execute Webhook (`POST /api/webhooks/{id}/{token}`): checks embeds against Discord's
+    limits, answers 204 and keeps the messages it posted."""
+
+    path: str
+    posted: list[dict[str, Any]] = field(default_factory=list)
+
+    @staticmethod
+    def problems(m: Any) -> list[str]:
+        if not isinstance(m, dict) or not (m.get("content") or m.get("embeds")):
+            return ["Cannot send an empty message"]
+        out: list[str] = []
+        embeds = m.get("embeds", [])
+        if not isinstance(embeds, list) or len(embeds) > 10:
+            return ["embeds: at most 10"]
+        total = 0
+        for i, e in enumerate(embeds):
+            limits = {"title": 256, "description": 4096}
+            for name, most in limits.items():
+                if name in e and not (isinstance(e[name], str) and len(e[name]) <= most):
+                    out.append(f"embeds.{i}.{name}: at most {most} characters")
+                total += len(e.get(name, ""))
+            if "color" in e and not (isinstance(e["color"], int)
+                                     and 0 <= e["color"] <= 0xFFFFFF):
+                out.append(f"embeds.{i}.color: an integer 0..0xFFFFFF")
+            if "timestamp" in e and not _iso(e["timestamp"]):
+                out.append(f"embeds.{i}.timestamp: ISO 8601")
+            if "url" in e and not str(e["url"]).startswith(("http://", "https://")):
+                out.append(f"embeds.{i}.url: not a URL")
+            fields = e.get("fields", [])
+            if len(fields) > 25:
+                out.append(f"embeds.{i}.fields: at most 25")
+            for j, f in enumerate(fields):
+                if not (isinstance(f.get("name"), str) and 0 < len(f["name"]) <= 256 and
+                        isinstance(f.get("value"), str) and 0 < len(f["value"]) <= 1024):
+                    out.append(f"embeds.{i}.fields.{j}: name 1..256, value 1..1024 characters")
+                total += len(f.get("name", "")) + len(f.get("value", ""))
+            total += len(e.get("footer", {}).get("text", ""))
+        if total > 6000:
+            out.append("embeds: more than 6000 characters in all")
+        return out
+
+    def __call__(self, req: Received) -> tuple[int, str]:
+        if req.path != self.path:
+            return 404, json.dumps({"message": "Unknown Webhook", "code": 10015})
+        m = _json(req)
+        errors = self.problems(m)
+        if errors:
+            return 400, json.dumps({"message": "Invalid Form Body", "code": 50035,
+                                    "errors": errors})
+        self.posted.append(m)
+        return 204, ""
