@@ -15,7 +15,7 @@ branch_labels = None
 depends_on = None
 
 OLD = ("email", "slack", "webhook")
-NEW = (*OLD, "pagerduty", "opsgenie", "discord")
+NEW = (*OLD, "pagerduty", "opsgenie", "discord", "teams")
 
 
 def _check(kinds: tuple[str, ...]) -> None:

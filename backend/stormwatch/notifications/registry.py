@@ -18,6 +18,7 @@ from stormwatch.notifications.email import EmailChannel, EmailConfig
 from stormwatch.notifications.opsgenie import OpsgenieChannel
 from stormwatch.notifications.pagerduty import PagerDutyChannel
 from stormwatch.notifications.slack import SlackChannel
+from stormwatch.notifications.teams import TeamsChannel
 from stormwatch.notifications.webhook import WebhookChannel, new_signing_secret
 from stormwatch.schemas.notifications import (
     DiscordConfigIn,
@@ -25,6 +26,7 @@ from stormwatch.schemas.notifications import (
     OpsgenieConfigIn,
     PagerDutyConfigIn,
     SlackConfigIn,
+    TeamsConfigIn,
     WebhookConfigIn,
 )
 
@@ -116,6 +118,10 @@ CHANNEL_KINDS: dict[str, ChannelKind] = {k.name: k for k in (
     ChannelKind(
         "discord", DiscordConfigIn, secret_fields=("url",),
         build=lambda config, secrets: DiscordChannel(secrets["url"], ca_cert_pem=_ca(config)),
+        destination=_url, hints=_url_hints),
+    ChannelKind(
+        "teams", TeamsConfigIn, secret_fields=("url",),
+        build=lambda config, secrets: TeamsChannel(secrets["url"], ca_cert_pem=_ca(config)),
         destination=_url, hints=_url_hints),
 )}
 

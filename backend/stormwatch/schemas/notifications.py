@@ -156,6 +156,18 @@ class DiscordConfigIn(BaseModel):
     _pem = field_validator("ca_cert_pem")(_check_pem)
 
 
+class TeamsConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: AnyHttpUrl = Field(description="the Workflows webhook URL of a \"Post to a channel "
+                                        "when a webhook request is received\" flow "
+                                        "(write-only: it carries the signature)")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+
 class _ChannelBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -193,9 +205,15 @@ class DiscordChannelCreate(_ChannelBase):
     config: DiscordConfigIn
 
 
+class TeamsChannelCreate(_ChannelBase):
+    kind: Literal["teams"]
+    config: TeamsConfigIn
+
+
 ChannelCreate = Annotated[EmailChannelCreate | SlackChannelCreate | WebhookChannelCreate
                           | PagerDutyChannelCreate | OpsgenieChannelCreate
-                          | DiscordChannelCreate, Field(discriminator="kind")]
+                          | DiscordChannelCreate | TeamsChannelCreate,
+                          Field(discriminator="kind")]
 
 
 class ChannelUpdate(BaseModel):
@@ -214,7 +232,7 @@ class ChannelUpdate(BaseModel):
 class ChannelPublic(BaseModel):
     id: uuid.UUID
     name: str
-    kind: Literal["email", "slack", "webhook", "pagerduty", "opsgenie", "discord"]
+    kind: Literal["email", "slack", "webhook", "pagerduty", "opsgenie", "discord", "teams"]
     enabled: bool
     config: dict[str, object] = Field(description="non-secret settings; secrets as has_* flags")
     created_at: datetime

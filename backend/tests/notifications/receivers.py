@@ -249,3 +249,61 @@ class DiscordWebhook:
                                     "errors": errors})
         self.posted.append(m)
         return 204, ""
+
+
+@dataclass
+class TeamsWorkflow:
+    """A Workflows "when a webhook request is received" trigger that posts Adaptive Cards:
+    checks the message envelope and the card (1.4 elements only), answers 202."""
+
+    cards: list[dict[str, Any]] = field(default_factory=list)
+
+    @staticmethod
+    def element_problems(where: str, e: Any) -> list[str]:
+        if not isinstance(e, dict):
+            return [f"{where}: not an object"]
+        kind = e.get("type")
+        if kind == "TextBlock":
+            return [] if isinstance(e.get("text"), str) and e["text"] else [
+                f"{where}: a TextBlock needs text"]
+        if kind == "FactSet":
+            facts = e.get("facts")
+            if not isinstance(facts, list) or not facts or not all(
+                    isinstance(f, dict) and isinstance(f.get("title"), str)
+                    and isinstance(f.get("value"), str) for f in facts):
+                return [f"{where}: a FactSet needs facts of title and value strings"]
+            return []
+        return [f"{where}: element type {kind!r} is not one this card uses"]
+
+    def problems(self, m: Any) -> list[str]:
+        if not isinstance(m, dict) or m.get("type") != "message":
+            return ["type must be 'message'"]
+        atts = m.get("attachments")
+        if not isinstance(atts, list) or len(atts) != 1:
+            return ["attachments must hold one card"]
+        att = atts[0]
+        if att.get("contentType") != "application/vnd.microsoft.card.adaptive":
+            return ["contentType must be application/vnd.microsoft.card.adaptive"]
+        c = att.get("content")
+        if not isinstance(c, dict) or c.get("type") != "AdaptiveCard":
+            return ["content must be an AdaptiveCard"]
+        out = [] if c.get("version") == "1.4" else ["version must be 1.4"]
+        body = c.get("body")
+        if not isinstance(body, list) or not body:
+            return [*out, "body must not be empty"]
+        for i, e in enumerate(body):
+            out += self.element_problems(f"body[{i}]", e)
+        for i, a in enumerate(c.get("actions", [])):
+            if a.get("type") != "Action.OpenUrl" or not str(a.get("url", "")).startswith(
+                    ("http://", "https://")) or not a.get("title"):
+                out.append(f"actions[{i}]: an Action.OpenUrl needs a title and an http(s) url")
+        return out
+
+    def __call__(self, req: Received) -> tuple[int, str]:
+        m = _json(req)
+        errors = self.problems(m)
+        if errors:
+            return 400, json.dumps({"error": {"code": "InvalidRequestContent",
+                                              "message": "; ".join(errors)}})
+        self.cards.append(m["attachments"][0]["content"])
+        return 202, ""
