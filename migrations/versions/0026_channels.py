@@ -15,7 +15,7 @@ branch_labels = None
 depends_on = None
 
 OLD = ("email", "slack", "webhook")
-NEW = (*OLD, "pagerduty", "opsgenie", "discord", "teams")
+NEW = (*OLD, "pagerduty", "opsgenie", "discord", "teams", "alertmanager")
 
 
 def _check(kinds: tuple[str, ...]) -> None:

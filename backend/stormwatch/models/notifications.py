@@ -37,7 +37,7 @@ class NotificationChannel(Base):
         UniqueConstraint("org_id", "name"),
         # The kinds of notifications/registry.py (tests/notifications/test_registry.py).
         CheckConstraint("kind IN ('email', 'slack', 'webhook', 'pagerduty', 'opsgenie', "
-                        "'discord', 'teams')", name="kind"),
+                        "'discord', 'teams', 'alertmanager')", name="kind"),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from stormwatch.notifications.alertmanager import AlertmanagerChannel
 from stormwatch.notifications.base import Channel
 from stormwatch.notifications.discord import DiscordChannel
 from stormwatch.notifications.email import EmailChannel, EmailConfig
@@ -21,6 +22,7 @@ from stormwatch.notifications.slack import SlackChannel
 from stormwatch.notifications.teams import TeamsChannel
 from stormwatch.notifications.webhook import WebhookChannel, new_signing_secret
 from stormwatch.schemas.notifications import (
+    AlertmanagerConfigIn,
     DiscordConfigIn,
     EmailConfigIn,
     OpsgenieConfigIn,
@@ -123,6 +125,12 @@ CHANNEL_KINDS: dict[str, ChannelKind] = {k.name: k for k in (
         "teams", TeamsConfigIn, secret_fields=("url",),
         build=lambda config, secrets: TeamsChannel(secrets["url"], ca_cert_pem=_ca(config)),
         destination=_url, hints=_url_hints),
+    ChannelKind(
+        "alertmanager", AlertmanagerConfigIn, secret_fields=("password", "bearer_token"),
+        build=lambda config, secrets: AlertmanagerChannel(
+            config["url"], config.get("username") or None, secrets.get("password"),
+            secrets.get("bearer_token"), ca_cert_pem=_ca(config)),
+        destination=_url),
 )}
 
 SECRET_NAMES: tuple[str, ...] = tuple(dict.fromkeys(

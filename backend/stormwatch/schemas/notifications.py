@@ -168,6 +168,33 @@ class TeamsConfigIn(BaseModel):
     _pem = field_validator("ca_cert_pem")(_check_pem)
 
 
+class AlertmanagerConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: AnyHttpUrl = Field(description="Alertmanager's base URL (alerts go to "
+                                        "<url>/api/v2/alerts), e.g. http://alertmanager:9093")
+    username: str | None = Field(default=None, max_length=200, description="basic auth")
+    password: SecretStr | None = Field(default=None, max_length=1000,
+                                       description="basic auth (write-only)")
+    bearer_token: SecretStr | None = Field(default=None, max_length=4000,
+                                           description="instead of basic auth (write-only)")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> AlertmanagerConfigIn:
+        def given(v: SecretStr | None) -> bool:
+            return v is not None and bool(v.get_secret_value())
+
+        if given(self.password) and not self.username:
+            raise ValueError("username is required when a password is given")
+        if given(self.bearer_token) and self.username:
+            raise ValueError("give basic auth (username, password) or bearer_token, not both")
+        return self
+
+
 class _ChannelBase(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -210,10 +237,15 @@ class TeamsChannelCreate(_ChannelBase):
     config: TeamsConfigIn
 
 
+class AlertmanagerChannelCreate(_ChannelBase):
+    kind: Literal["alertmanager"]
+    config: AlertmanagerConfigIn
+
+
 ChannelCreate = Annotated[EmailChannelCreate | SlackChannelCreate | WebhookChannelCreate
                           | PagerDutyChannelCreate | OpsgenieChannelCreate
-                          | DiscordChannelCreate | TeamsChannelCreate,
-                          Field(discriminator="kind")]
+                          | DiscordChannelCreate | TeamsChannelCreate
+                          | AlertmanagerChannelCreate, Field(discriminator="kind")]
 
 
 class ChannelUpdate(BaseModel):
@@ -232,7 +264,8 @@ class ChannelUpdate(BaseModel):
 class ChannelPublic(BaseModel):
     id: uuid.UUID
     name: str
-    kind: Literal["email", "slack", "webhook", "pagerduty", "opsgenie", "discord", "teams"]
+    kind: Literal["email", "slack", "webhook", "pagerduty", "opsgenie", "discord", "teams",
+                  "alertmanager"]
     enabled: bool
     config: dict[str, object] = Field(description="non-secret settings; secrets as has_* flags")
     created_at: datetime

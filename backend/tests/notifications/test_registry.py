@@ -37,7 +37,7 @@ def test_secret_fields_are_fields_of_their_config_model() -> None:
     for k in CHANNEL_KINDS.values():
         assert set(k.secret_fields) <= set(k.config_model.model_fields), k.name
     assert set(SECRET_NAMES) == {"password", "url", "signing_secret", "routing_key",
-                                 "api_key"}
+                                 "api_key", "bearer_token"}
     # The audit log masks each of them wherever a channel's change is recorded.
     assert set(SECRET_NAMES) <= audit.SECRET_FIELDS
 
