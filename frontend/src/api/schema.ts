@@ -1159,8 +1159,10 @@ export interface paths {
         put?: never;
         /**
          * Create Channel
-         * @description Creates an email, Slack or webhook channel. A webhook channel's `signing_secret`
-         *     (whsec_..., Standard Webhooks) is in this response only.
+         * @description Creates a channel of a kind GET /vocabularies lists (email, Slack, webhook, PagerDuty,
+         *     Opsgenie, Discord, Microsoft Teams, Prometheus Alertmanager; docs/integrations.md). A
+         *     webhook channel's `signing_secret` (whsec_..., Standard Webhooks) is in this response
+         *     only.
          */
         post: operations["create_channel_api_v1_channels_post"];
         delete?: never;
