@@ -69,13 +69,15 @@ else
   say "raw storage: plain PostgreSQL (no TimescaleDB build at $tsdb_dir)"
 fi
 if [ "$purpose" = test ]; then
-  apt_install chromium docker-compose sockperf prometheus
-  # The package starts its own server (on :9090) where the init system lets it; the export
-  # test runs one of its own, so none is left running.
-  if [ -x /etc/init.d/prometheus ] && /etc/init.d/prometheus status >/dev/null 2>&1; then
-    sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
-    quiet $sudo /etc/init.d/prometheus stop || true
-  fi
+  apt_install chromium docker-compose sockperf prometheus prometheus-alertmanager
+  # The packages start their own servers (on :9090 and :9093) where the init system lets
+  # them; the export and Alertmanager-channel tests run their own, so none is left running.
+  for service in prometheus prometheus-alertmanager; do
+    if [ -x "/etc/init.d/$service" ] && "/etc/init.d/$service" status >/dev/null 2>&1; then
+      sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+      quiet $sudo "/etc/init.d/$service" stop || true
+    fi
+  done
   # Object-storage emulators for the storage-probe tests (moto, Azurite, fake-gcs-server).
   say "storage emulators (moto, Azurite, fake-gcs-server)"
   quiet scripts/emulators/install.sh

@@ -23,6 +23,8 @@ import socket
 import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from functools import lru_cache
 
 import httpx
@@ -295,10 +297,29 @@ class HttpReply:
     status: int
     error: str | None = None
     redirect: bool = False  # answered with a redirect, which is not followed
+    retry_after_s: float | None = None  # a 429's or 503's Retry-After, in seconds
+
 
     @property
     def detail(self) -> str:
         return f"HTTP {self.status}: {self.error}" if self.error else f"HTTP {self.status}"
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Retry-After in seconds, from its delta-seconds or HTTP-date form; None if unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def service_error(body: bytes) -> str | None:
@@ -339,7 +360,8 @@ async def post(url: str, *, content: bytes, headers: dict[str, str], timeout_s: 
                         if len(body) >= MAX_REPLY_BYTES:
                             break
                     return HttpReply(resp.status_code, service_error(bytes(body)),
-                                     redirect=resp.is_redirect)
+                                     redirect=resp.is_redirect,
+                                     retry_after_s=retry_after_s(resp.headers.get("retry-after")))
             except httpx.ConnectError as exc:
                 last = exc  # the next checked address may answer
     assert last is not None

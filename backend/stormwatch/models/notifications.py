@@ -35,14 +35,16 @@ class NotificationChannel(Base):
     __tablename__ = "notification_channels"
     __table_args__ = (
         UniqueConstraint("org_id", "name"),
-        CheckConstraint("kind IN ('email', 'slack', 'webhook')", name="kind"),
+        # The kinds of notifications/registry.py (tests/notifications/test_registry.py).
+        CheckConstraint("kind IN ('email', 'slack', 'webhook', 'pagerduty', 'opsgenie', "
+                        "'discord', 'teams', 'alertmanager')", name="kind"),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()
     org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"),
                                               index=True)
     name: Mapped[str] = mapped_column(String(200))
-    kind: Mapped[str] = mapped_column(String(10))
+    kind: Mapped[str] = mapped_column(String(20))
     config: Mapped[dict[str, Any]] = mapped_column(JSONB, default=dict)
     secret_ciphertext: Mapped[str | None] = mapped_column(Text)
     enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=text("true"))

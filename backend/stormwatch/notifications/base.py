@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 import httpx
+import orjson
 
 from stormwatch.core import egress
 
@@ -33,7 +34,12 @@ class PermanentError(DeliveryError):
 
 
 class TransientError(DeliveryError):
-    """The same message may go through later."""
+    """The same message may go through later; not before `retry_after_s` if the server
+    said when (a 429's Retry-After)."""
+
+    def __init__(self, detail: str, retry_after_s: float | None = None) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,8 @@ class AlertItem:
     baseline: float | None = None
     unit: str = ""
     link: str | None = None
+    # The series' labels (src_agent, src_region, provider...), for channels that route on them.
+    labels: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Its stored form, which is also its form in the webhook payload (docs/alerts.md)."""
@@ -57,7 +65,7 @@ class AlertItem:
                 "started_at": self.started_at.isoformat(),
                 "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
                 "value": self.value, "threshold": self.threshold, "baseline": self.baseline,
-                "unit": self.unit, "link": self.link}
+                "unit": self.unit, "link": self.link, "labels": self.labels}
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,8 @@ class Message:
                 started_at=datetime.fromisoformat(a["started_at"]),
                 resolved_at=ts(a.get("resolved_at")), value=a.get("value"),
                 threshold=a.get("threshold"), baseline=a.get("baseline"),
-                unit=a.get("unit", ""), link=a.get("link")) for a in m["alerts"]))
+                unit=a.get("unit", ""), link=a.get("link"),
+                labels=dict(a.get("labels") or {})) for a in m["alerts"]))
 
     @property
     def title(self) -> str:
@@ -151,3 +160,27 @@ def reply_problem(reply: egress.HttpReply) -> str:
     if reply.redirect:
         return f"{reply.detail}: a redirect, which is not followed (give the final URL)"
     return reply.detail
+
+
+def accepted(reply: egress.HttpReply) -> str:
+    """A 2xx reply's detail; 408, 425, 429 and 5xx are transient, any other status
+    permanent (the request as built will be refused again)."""
+    if reply.status in (408, 425, 429) or reply.status >= 500:
+        raise TransientError(reply.detail, reply.retry_after_s)
+    if not 200 <= reply.status < 300:
+        raise PermanentError(reply_problem(reply))
+    return reply.detail
+
+
+def tls_verify(ca_cert_pem: str | None) -> ssl.SSLContext | bool:
+    """The system's trust store, or only the private CA the channel names."""
+    return ssl.create_default_context(cadata=ca_cert_pem) if ca_cert_pem else True
+
+
+async def post_json(url: str, doc: Any, headers: dict[str, str], timeout_s: float,
+                    ca_cert_pem: str | None = None) -> str:
+    """One JSON POST through the egress policy, its reply judged by `accepted`."""
+    reply = await http_post(url, orjson.dumps(doc),
+                            {"content-type": "application/json", **headers}, timeout_s,
+                            tls_verify(ca_cert_pem))
+    return accepted(reply)

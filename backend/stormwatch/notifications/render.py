@@ -58,6 +58,28 @@ def link(base_url: str, path: str | None) -> str | None:
     return base_url.rstrip("/") + "/" + path.lstrip("/")
 
 
+def _flat(extra: Mapping[str, Any]) -> dict[str, str]:
+    """One series' labels, flat: src/dst/agent objects become src_agent, src_region..."""
+    out: dict[str, str] = {}
+    for key, v in extra.items():
+        if isinstance(v, Mapping):
+            name_key, head = ("agent", "") if key == "agent" else (f"{key}_agent", f"{key}_")
+            out[name_key] = str(v.get("name") or "")
+            for part in ("region", "zone", "provider"):
+                out[f"{head}{part}"] = str(v.get(part) or "")
+        elif isinstance(v, str | int | float) and not isinstance(v, bool):
+            out[key] = str(v)
+    return {k: v for k, v in out.items() if v}
+
+
+def series_labels(ev: Evidence) -> dict[str, str]:
+    """The labels of the alert's series, or those all of an N-of-M group's series share."""
+    found = [_flat(s.model_extra or {}) for s in ev.series]
+    if not found:
+        return {}
+    return {k: v for k, v in found[0].items() if all(f.get(k) == v for f in found[1:])}
+
+
 def alert_item(alert: Mapping[str, Any], ev: Evidence, base_url: str) -> AlertItem:
     """One alert of a message: its row's times and state, its evidence's series and values."""
     return AlertItem(
@@ -65,7 +87,7 @@ def alert_item(alert: Mapping[str, Any], ev: Evidence, base_url: str) -> AlertIt
         state="resolved" if alert["state"] == "resolved" else "firing",
         started_at=alert["started_at"], resolved_at=alert["resolved_at"], value=ev.value,
         threshold=ev.threshold, baseline=ev.baseline, unit=ev.unit,
-        link=link(base_url, ev.dashboard_path))
+        link=link(base_url, ev.dashboard_path), labels=series_labels(ev))
 
 
 def message(rule: Rule, kind: str, items: Sequence[AlertItem], now: datetime,

@@ -1,5 +1,6 @@
 """Channels, silences, maintenance windows and the delivery log over the REST API.
-Secrets (SMTP password, Slack webhook URL, webhook signing secret) go in, never out."""
+Secrets (SMTP password, webhook URLs that carry a token, signing secrets, routing and API keys)
+go in, never out."""
 
 from __future__ import annotations
 
@@ -64,15 +65,16 @@ CaPem = Annotated[str | None, Field(default=None, max_length=64_000,
 class EmailConfigIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    host: str = Field(max_length=253, description="SMTP server hostname or IP")
+    host: str = Field(title="SMTP host", max_length=253, description="SMTP server hostname or IP")
     port: int = Field(default=587, ge=1, le=65535)
     security: Literal["starttls", "tls", "none"] = Field(
         default="starttls", description="STARTTLS upgrade, implicit TLS (465), or none")
     username: str | None = Field(default=None, max_length=320)
     password: SecretStr | None = Field(default=None, max_length=1000,
                                        description="write-only")
-    from_address: EmailStr
-    to_addresses: list[EmailStr] = Field(min_length=1, max_length=50)
+    from_address: EmailStr = Field(title="From")
+    to_addresses: list[EmailStr] = Field(title="To (comma-separated)", min_length=1,
+                                         max_length=50)
     ca_cert_pem: CaPem = None
 
     _host = field_validator("host")(_check_host)
@@ -88,7 +90,8 @@ class EmailConfigIn(BaseModel):
 class SlackConfigIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    url: AnyHttpUrl = Field(description="incoming webhook URL (write-only: it is the secret)")
+    url: AnyHttpUrl = Field(title="Slack webhook URL",
+                            description="incoming webhook URL (write-only: it is the secret)")
     ca_cert_pem: CaPem = None
 
     _url = field_validator("url")(_check_url)
@@ -98,11 +101,103 @@ class SlackConfigIn(BaseModel):
 class WebhookConfigIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    url: AnyHttpUrl
+    url: AnyHttpUrl = Field(title="Webhook URL")
     ca_cert_pem: CaPem = None
 
     _url = field_validator("url")(_check_url)
     _pem = field_validator("ca_cert_pem")(_check_pem)
+
+
+class PagerDutyConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    routing_key: SecretStr = Field(title="Routing key", min_length=1, max_length=200,
+                                   description="the integration key of an Events API v2 "
+                                               "integration (write-only)")
+    events_url: AnyHttpUrl = Field(title="Events API URL", default=AnyHttpUrl("https://events.pagerduty.com/v2/enqueue"),
+                                   description="the Events API v2 enqueue URL")
+    severity_map: dict[Literal["critical", "warning", "info"],
+                       Literal["critical", "error", "warning", "info"]] = Field(
+        default_factory=dict, description="a rule's severity -> PagerDuty's; unlisted ones "
+                                          "keep their own name")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("events_url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+
+class OpsgenieConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_key: SecretStr = Field(title="API key", min_length=1, max_length=200,
+                               description="an API integration's key (write-only)")
+    api_url: AnyHttpUrl = Field(title="API URL", default=AnyHttpUrl("https://api.opsgenie.com"),
+                                description="https://api.opsgenie.com, or "
+                                            "https://api.eu.opsgenie.com for EU accounts")
+    priority_map: dict[Literal["critical", "warning", "info"],
+                       Literal["P1", "P2", "P3", "P4", "P5"]] = Field(
+        default_factory=dict, description="a rule's severity -> Opsgenie's priority "
+                                          "(default critical P1, warning P3, info P5)")
+    tags: list[Annotated[str, Field(min_length=1, max_length=50)]] = Field(
+        title="Tags (comma-separated)", default_factory=list, max_length=20,
+        description="added to every alert")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("api_url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+
+class DiscordConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: AnyHttpUrl = Field(title="Discord webhook URL", description="the channel's webhook URL, "
+                                        "https://discord.com/api/webhooks/<id>/<token> "
+                                        "(write-only: it carries the token)")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+
+class TeamsConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: AnyHttpUrl = Field(title="Workflows webhook URL",
+                            description="the Workflows webhook URL of a \"Post to a channel "
+                                        "when a webhook request is received\" flow "
+                                        "(write-only: it carries the signature)")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+
+class AlertmanagerConfigIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: AnyHttpUrl = Field(title="Alertmanager URL",
+                            description="Alertmanager's base URL (alerts go to "
+                                        "<url>/api/v2/alerts), e.g. http://alertmanager:9093")
+    username: str | None = Field(default=None, max_length=200, description="basic auth")
+    password: SecretStr | None = Field(default=None, max_length=1000,
+                                       description="basic auth (write-only)")
+    bearer_token: SecretStr | None = Field(title="Bearer token", default=None, max_length=4000,
+                                           description="instead of basic auth (write-only)")
+    ca_cert_pem: CaPem = None
+
+    _url = field_validator("url")(_check_url)
+    _pem = field_validator("ca_cert_pem")(_check_pem)
+
+    @model_validator(mode="after")
+    def _one_auth(self) -> AlertmanagerConfigIn:
+        def given(v: SecretStr | None) -> bool:
+            return v is not None and bool(v.get_secret_value())
+
+        if given(self.password) and not self.username:
+            raise ValueError("username is required when a password is given")
+        if given(self.bearer_token) and self.username:
+            raise ValueError("give basic auth (username, password) or bearer_token, not both")
+        return self
 
 
 class _ChannelBase(BaseModel):
@@ -127,8 +222,35 @@ class WebhookChannelCreate(_ChannelBase):
     config: WebhookConfigIn
 
 
-ChannelCreate = Annotated[EmailChannelCreate | SlackChannelCreate | WebhookChannelCreate,
-                          Field(discriminator="kind")]
+class PagerDutyChannelCreate(_ChannelBase):
+    kind: Literal["pagerduty"]
+    config: PagerDutyConfigIn
+
+
+class OpsgenieChannelCreate(_ChannelBase):
+    kind: Literal["opsgenie"]
+    config: OpsgenieConfigIn
+
+
+class DiscordChannelCreate(_ChannelBase):
+    kind: Literal["discord"]
+    config: DiscordConfigIn
+
+
+class TeamsChannelCreate(_ChannelBase):
+    kind: Literal["teams"]
+    config: TeamsConfigIn
+
+
+class AlertmanagerChannelCreate(_ChannelBase):
+    kind: Literal["alertmanager"]
+    config: AlertmanagerConfigIn
+
+
+ChannelCreate = Annotated[EmailChannelCreate | SlackChannelCreate | WebhookChannelCreate
+                          | PagerDutyChannelCreate | OpsgenieChannelCreate
+                          | DiscordChannelCreate | TeamsChannelCreate
+                          | AlertmanagerChannelCreate, Field(discriminator="kind")]
 
 
 class ChannelUpdate(BaseModel):
@@ -147,7 +269,8 @@ class ChannelUpdate(BaseModel):
 class ChannelPublic(BaseModel):
     id: uuid.UUID
     name: str
-    kind: Literal["email", "slack", "webhook"]
+    kind: Literal["email", "slack", "webhook", "pagerduty", "opsgenie", "discord", "teams",
+                  "alertmanager"]
     enabled: bool
     config: dict[str, object] = Field(description="non-secret settings; secrets as has_* flags")
     created_at: datetime

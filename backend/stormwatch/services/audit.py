@@ -18,7 +18,8 @@ from stormwatch.models import ApiKey, AuditEvent, User
 MASK = "••••"
 # Field names whose values are credentials wherever they appear; passwords are never kept.
 SECRET_FIELDS = frozenset({"password", "signing_secret", "secret", "secrets", "token", "key",
-                           "token_hash", "password_hash", "secret_ciphertext", "url"})
+                           "token_hash", "password_hash", "secret_ciphertext", "url",
+                           "routing_key", "api_key", "bearer_token"})
 
 
 @dataclass(frozen=True)

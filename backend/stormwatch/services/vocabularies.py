@@ -10,6 +10,7 @@ from stormwatch.models.alerts import SEVERITIES
 from stormwatch.models.samples import STORAGE_OPS, STORAGE_VARIANTS
 from stormwatch.models.storage_target import STORAGE_PROVIDERS
 from stormwatch.models.throughput import PROTOS
+from stormwatch.notifications.registry import CHANNEL_KINDS, form_fields
 from stormwatch.services.advisors.rankings import RANK_STATISTICS
 from stormwatch.services.alerts.conditions import BASELINES, CONDITION_TYPES, DIRECTIONS
 from stormwatch.services.alerts.metrics import (
@@ -47,5 +48,7 @@ def vocabularies() -> dict[str, Any]:
         "storage_variants": list(STORAGE_VARIANTS),
         "storage_providers": list(STORAGE_PROVIDERS),
         "protos": list(PROTOS),
+        "channel_kinds": [{"name": k.name, "title": k.title, "fields": form_fields(k)}
+                          for k in CHANNEL_KINDS.values()],
         "alert_metrics": alert_metrics(),
     }

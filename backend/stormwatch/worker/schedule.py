@@ -3,6 +3,8 @@
 from datetime import timedelta
 from typing import Any
 
+from stormwatch.notifications.alertmanager import REPOST_INTERVAL
+
 BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
     # Health reports worker and beat as down after 45 s without one; 10 s leaves slack.
     "record-heartbeat": {
@@ -74,6 +76,13 @@ BEAT_SCHEDULE.update({
         "task": "stormwatch.dispatch_alert_events",
         "schedule": timedelta(seconds=15),
         "options": {"expires": 15},
+    },
+    # Alertmanager ends an alert whose endsAt passed: firing alerts told to Alertmanager
+    # channels are re-posted each minute, valid 4 minutes, as Prometheus resends its own.
+    "repost-alertmanager-alerts": {
+        "task": "stormwatch.repost_alertmanager_alerts",
+        "schedule": REPOST_INTERVAL,
+        "options": {"expires": 60},
     },
 })
 

@@ -96,11 +96,13 @@ def evidence(series: str, value: float) -> dict[str, Any]:
 
 
 def fire(db: Engine, org_id: uuid.UUID, rule_id: uuid.UUID, series: str,
-         value: float = 900.0, at: datetime | None = None) -> uuid.UUID:
-    """An alert opened and its firing event, in one transaction as evaluation writes them."""
+         value: float = 900.0, at: datetime | None = None,
+         ev_doc: dict[str, Any] | None = None) -> uuid.UUID:
+    """An alert opened and its firing event, in one transaction as evaluation writes them
+    (with `ev_doc` as its evidence, or a flat one of `series` and `value`)."""
     aid = uuid.uuid4()
     at = at or datetime.now(UTC)
-    ev = orjson.dumps(evidence(series, value)).decode()
+    ev = orjson.dumps(ev_doc or evidence(series, value)).decode()
     with db.begin() as c:
         c.execute(text(
             "INSERT INTO alerts (id, org_id, rule_id, group_key, state, started_at, evidence) "

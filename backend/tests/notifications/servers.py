@@ -155,6 +155,9 @@ class HttpReceiver:
         self.script: list[tuple[int, str]] = []
         self.default: tuple[int, str] = (200, "ok")
         self.location: str | None = None  # answered as a Location header (redirects)
+        self.reply_headers: dict[str, str] = {}  # e.g. Retry-After with a scripted 429
+        # A service's own handling of a request the script lets through: (status, body).
+        self.handle: Callable[[Received], tuple[int, str]] | None = None
         self.hold = threading.Event()
         self.hold.set()
         self.arrived = threading.Event()
@@ -177,6 +180,8 @@ class HttpReceiver:
                 self.send_header("content-length", str(len(data)))
                 if outer.location:
                     self.send_header("location", outer.location)
+                for name, value in outer.reply_headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -199,6 +204,8 @@ class HttpReceiver:
                     self.bad_signatures += 1
                     return 401, f"bad signature: {exc}"
             status, text = self.script.pop(0) if self.script else self.default
+            if self.handle is not None and 200 <= status < 300:
+                status, text = self.handle(req)
             if self.secret is not None and 200 <= status < 300:
                 # Processed only when answered 2xx; a known webhook-id is a duplicate.
                 wid = {k.lower(): v for k, v in req.headers.items()}["webhook-id"]

@@ -10,10 +10,13 @@ from pydantic import TypeAdapter
 
 from stormwatch.models import NotificationChannel
 from stormwatch.notifications.email import EmailChannel
+from stormwatch.notifications.pagerduty import PagerDutyChannel
 from stormwatch.notifications.registry import CHANNEL_KINDS, SECRET_NAMES, kind
 from stormwatch.notifications.slack import SlackChannel
 from stormwatch.notifications.webhook import WebhookChannel
 from stormwatch.schemas.notifications import ChannelCreate, ChannelPublic
+from stormwatch.services import audit
+from stormwatch.services.vocabularies import vocabularies
 
 
 def test_every_kind_is_offered_by_the_api_and_allowed_by_the_table() -> None:
@@ -34,7 +37,10 @@ def test_every_kind_is_offered_by_the_api_and_allowed_by_the_table() -> None:
 def test_secret_fields_are_fields_of_their_config_model() -> None:
     for k in CHANNEL_KINDS.values():
         assert set(k.secret_fields) <= set(k.config_model.model_fields), k.name
-    assert set(SECRET_NAMES) == {"password", "url", "signing_secret"}
+    assert set(SECRET_NAMES) == {"password", "url", "signing_secret", "routing_key",
+                                 "api_key", "bearer_token"}
+    # The audit log masks each of them wherever a channel's change is recorded.
+    assert set(SECRET_NAMES) <= audit.SECRET_FIELDS
 
 
 def test_each_kind_builds_its_sender_from_a_stored_config() -> None:
@@ -54,3 +60,33 @@ def test_each_kind_builds_its_sender_from_a_stored_config() -> None:
         "url_hint": "https://hooks.slack.com/…"}
     assert kind("email").public_hints({}) == {"has_password": False}
     assert kind("webhook").public_hints({"signing_secret": "s"}) == {"has_signing_secret": True}
+    pd = kind("pagerduty").build({"events_url": "http://127.0.0.1:9/v2/enqueue"},
+                                 {"routing_key": "k"})
+    assert isinstance(pd, PagerDutyChannel) and pd.routing_key == "k"
+    assert pd.severities == {"critical": "critical", "warning": "warning", "info": "info"}
+
+
+def test_the_form_fields_of_each_kind_make_a_config_the_api_accepts() -> None:
+    """What GET /vocabularies offers a form: filling the required fields as their inputs say
+    gives a valid channel, and every field offered is a field of the config."""
+    sample = {"text": "smtp.example.com", "url": "https://hooks.example.com/x",
+              "password": "s3cret", "number": "2525", "email": "a@example.com"}
+    offered = vocabularies()["channel_kinds"]
+    assert [k["name"] for k in offered] == list(CHANNEL_KINDS)
+    for k in offered:
+        model = CHANNEL_KINDS[k["name"]].config_model
+        config: dict[str, Any] = {}
+        for f in k["fields"]:
+            assert f["name"] in model.model_fields
+            assert f["secret"] == (f["name"] in CHANNEL_KINDS[k["name"]].secret_fields)
+            if f["input"] == "select":
+                assert f["default"] in f["choices"]
+            if f["required"]:
+                config[f["name"]] = (["b@example.com"] if f["input"] == "list"
+                                     else sample[f["input"]])
+        made = TypeAdapter(ChannelCreate).validate_python(
+            {"name": "c", "kind": k["name"], "config": config})
+        assert made.kind == k["name"]
+    email = {f["name"]: f for f in offered[0]["fields"]}
+    assert email["security"]["choices"] == ["starttls", "tls", "none"]
+    assert email["to_addresses"]["input"] == "list" and email["password"]["secret"]

@@ -1,11 +1,12 @@
 // Notification channels (/api/v1/channels) and their deliveries (/api/v1/deliveries).
 import { api as client, unwrap } from "./http";
 import { arr, ms, num, obj, str } from "./decode";
-import type { components } from "./schema";
+import type { components, paths } from "./schema";
 
 type S = components["schemas"];
 
-export type ChannelType = "email" | "slack" | "webhook";
+/** A channel kind's name, one of GET /vocabularies' channel_kinds. */
+export type ChannelType = S["ChannelPublic"]["kind"];
 
 export interface ChannelVM {
   id: string;
@@ -35,8 +36,7 @@ export interface DeliveryVM {
 // ---- defensive readers: evidence is free-form JSON ----
 function toChannel(v: unknown): ChannelVM {
   const c = obj(v);
-  const type = str(c.kind ?? c.type);
-  return { id: str(c.id), name: str(c.name), type: type === "email" || type === "slack" ? type : "webhook", config: obj(c.config ?? c.settings), createdMs: ms(c.created_at) ?? 0 };
+  return { id: str(c.id), name: str(c.name), type: str(c.kind ?? c.type) as ChannelType, config: obj(c.config ?? c.settings), createdMs: ms(c.created_at) ?? 0 };
 }
 
 export async function listChannels(signal?: AbortSignal): Promise<ChannelVM[]> {
@@ -44,7 +44,7 @@ export async function listChannels(signal?: AbortSignal): Promise<ChannelVM[]> {
 }
 
 /** Creates a channel; a webhook's signing secret comes back here once and never again. */
-export type ChannelCreate = S["EmailChannelCreate"] | S["SlackChannelCreate"] | S["WebhookChannelCreate"];
+export type ChannelCreate = paths["/api/v1/channels"]["post"]["requestBody"]["content"]["application/json"];
 
 export async function createChannel(body: ChannelCreate): Promise<{ channel: ChannelVM; secret: string | null }> {
   const r = unwrap(await client.POST("/api/v1/channels", { body }));

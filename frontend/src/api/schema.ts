@@ -1159,8 +1159,10 @@ export interface paths {
         put?: never;
         /**
          * Create Channel
-         * @description Creates an email, Slack or webhook channel. A webhook channel's `signing_secret`
-         *     (whsec_..., Standard Webhooks) is in this response only.
+         * @description Creates a channel of a kind GET /vocabularies lists (email, Slack, webhook, PagerDuty,
+         *     Opsgenie, Discord, Microsoft Teams, Prometheus Alertmanager; docs/integrations.md). A
+         *     webhook channel's `signing_secret` (whsec_..., Standard Webhooks) is in this response
+         *     only.
          */
         post: operations["create_channel_api_v1_channels_post"];
         delete?: never;
@@ -2120,6 +2122,51 @@ export interface components {
             /** Direction */
             direction?: string[] | null;
         };
+        /** AlertmanagerChannelCreate */
+        AlertmanagerChannelCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "alertmanager";
+            config: components["schemas"]["AlertmanagerConfigIn"];
+        };
+        /** AlertmanagerConfigIn */
+        AlertmanagerConfigIn: {
+            /**
+             * Alertmanager URL
+             * Format: uri
+             * @description Alertmanager's base URL (alerts go to <url>/api/v2/alerts), e.g. http://alertmanager:9093
+             */
+            url: string;
+            /**
+             * Username
+             * @description basic auth
+             */
+            username?: string | null;
+            /**
+             * Password
+             * @description basic auth (write-only)
+             */
+            password?: string | null;
+            /**
+             * Bearer token
+             * @description instead of basic auth (write-only)
+             */
+            bearer_token?: string | null;
+            /**
+             * Ca Cert Pem
+             * @description PEM CA bundle to trust (private CAs)
+             */
+            ca_cert_pem?: string | null;
+        };
         /** ApiKeyCreate */
         ApiKeyCreate: {
             /** Name */
@@ -2629,7 +2676,7 @@ export interface components {
              * Kind
              * @enum {string}
              */
-            kind: "email" | "slack" | "webhook";
+            kind: "email" | "slack" | "webhook" | "pagerduty" | "opsgenie" | "discord" | "teams" | "alertmanager";
             /** Enabled */
             enabled: boolean;
             /**
@@ -2655,6 +2702,51 @@ export interface components {
              */
             signing_secret?: string | null;
         };
+        /**
+         * ChannelField
+         * @description One setting of a channel kind as a form offers it (maps and CA bundles are API-only).
+         */
+        ChannelField: {
+            /**
+             * Name
+             * @description the key in the channel's config
+             */
+            name: string;
+            /** Label */
+            label: string;
+            /**
+             * Input
+             * @description list: comma-separated values
+             * @enum {string}
+             */
+            input: "text" | "url" | "password" | "number" | "email" | "select" | "list";
+            /** Required */
+            required: boolean;
+            /**
+             * Choices
+             * @description a select's values
+             */
+            choices: string[];
+            /**
+             * Secret
+             * @description write-only: never shown back
+             */
+            secret: boolean;
+            /** Default */
+            default: string | null;
+        };
+        /** ChannelKindInfo */
+        ChannelKindInfo: {
+            /**
+             * Name
+             * @description the channel's `kind`
+             */
+            name: string;
+            /** Title */
+            title: string;
+            /** Fields */
+            fields: components["schemas"]["ChannelField"][];
+        };
         /** ChannelPublic */
         ChannelPublic: {
             /**
@@ -2668,7 +2760,7 @@ export interface components {
              * Kind
              * @enum {string}
              */
-            kind: "email" | "slack" | "webhook";
+            kind: "email" | "slack" | "webhook" | "pagerduty" | "opsgenie" | "discord" | "teams" | "alertmanager";
             /** Enabled */
             enabled: boolean;
             /**
@@ -3293,6 +3385,36 @@ export interface components {
             /** Transitions */
             transitions: components["schemas"]["Transition"][];
         };
+        /** DiscordChannelCreate */
+        DiscordChannelCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "discord";
+            config: components["schemas"]["DiscordConfigIn"];
+        };
+        /** DiscordConfigIn */
+        DiscordConfigIn: {
+            /**
+             * Discord webhook URL
+             * Format: uri
+             * @description the channel's webhook URL, https://discord.com/api/webhooks/<id>/<token> (write-only: it carries the token)
+             */
+            url: string;
+            /**
+             * Ca Cert Pem
+             * @description PEM CA bundle to trust (private CAs)
+             */
+            ca_cert_pem?: string | null;
+        };
         /** DistributionResponse */
         DistributionResponse: {
             source: components["schemas"]["SourceInfo"];
@@ -3330,7 +3452,7 @@ export interface components {
         /** EmailConfigIn */
         EmailConfigIn: {
             /**
-             * Host
+             * SMTP host
              * @description SMTP server hostname or IP
              */
             host: string;
@@ -3354,11 +3476,11 @@ export interface components {
              */
             password?: string | null;
             /**
-             * From Address
+             * From
              * Format: email
              */
             from_address: string;
-            /** To Addresses */
+            /** To (comma-separated) */
             to_addresses: string[];
             /**
              * Ca Cert Pem
@@ -4384,6 +4506,55 @@ export interface components {
             /** Allowed Domains */
             allowed_domains?: string[];
         };
+        /** OpsgenieChannelCreate */
+        OpsgenieChannelCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "opsgenie";
+            config: components["schemas"]["OpsgenieConfigIn"];
+        };
+        /** OpsgenieConfigIn */
+        OpsgenieConfigIn: {
+            /**
+             * API key
+             * Format: password
+             * @description an API integration's key (write-only)
+             */
+            api_key: string;
+            /**
+             * API URL
+             * Format: uri
+             * @description https://api.opsgenie.com, or https://api.eu.opsgenie.com for EU accounts
+             * @default https://api.opsgenie.com/
+             */
+            api_url: string;
+            /**
+             * Priority Map
+             * @description a rule's severity -> Opsgenie's priority (default critical P1, warning P3, info P5)
+             */
+            priority_map?: {
+                [key: string]: "P1" | "P2" | "P3" | "P4" | "P5";
+            };
+            /**
+             * Tags (comma-separated)
+             * @description added to every alert
+             */
+            tags?: string[];
+            /**
+             * Ca Cert Pem
+             * @description PEM CA bundle to trust (private CAs)
+             */
+            ca_cert_pem?: string | null;
+        };
         /** OrgPublic */
         OrgPublic: {
             /**
@@ -4410,6 +4581,50 @@ export interface components {
             /** Rollup Retention Days */
             rollup_retention_days?: number | null;
             mesh_settings?: components["schemas"]["MeshSettings"] | null;
+        };
+        /** PagerDutyChannelCreate */
+        PagerDutyChannelCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "pagerduty";
+            config: components["schemas"]["PagerDutyConfigIn"];
+        };
+        /** PagerDutyConfigIn */
+        PagerDutyConfigIn: {
+            /**
+             * Routing key
+             * Format: password
+             * @description the integration key of an Events API v2 integration (write-only)
+             */
+            routing_key: string;
+            /**
+             * Events API URL
+             * Format: uri
+             * @description the Events API v2 enqueue URL
+             * @default https://events.pagerduty.com/v2/enqueue
+             */
+            events_url: string;
+            /**
+             * Severity Map
+             * @description a rule's severity -> PagerDuty's; unlisted ones keep their own name
+             */
+            severity_map?: {
+                [key: string]: "critical" | "error" | "warning" | "info";
+            };
+            /**
+             * Ca Cert Pem
+             * @description PEM CA bundle to trust (private CAs)
+             */
+            ca_cert_pem?: string | null;
         };
         /** PairRef */
         PairRef: {
@@ -5190,7 +5405,7 @@ export interface components {
         /** SlackConfigIn */
         SlackConfigIn: {
             /**
-             * Url
+             * Slack webhook URL
              * Format: uri
              * @description incoming webhook URL (write-only: it is the secret)
              */
@@ -5512,6 +5727,36 @@ export interface components {
             provider: string;
             /** Region */
             region: string;
+        };
+        /** TeamsChannelCreate */
+        TeamsChannelCreate: {
+            /** Name */
+            name: string;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            kind: "teams";
+            config: components["schemas"]["TeamsConfigIn"];
+        };
+        /** TeamsConfigIn */
+        TeamsConfigIn: {
+            /**
+             * Workflows webhook URL
+             * Format: uri
+             * @description the Workflows webhook URL of a "Post to a channel when a webhook request is received" flow (write-only: it carries the signature)
+             */
+            url: string;
+            /**
+             * Ca Cert Pem
+             * @description PEM CA bundle to trust (private CAs)
+             */
+            ca_cert_pem?: string | null;
         };
         /** ThresholdCondition */
         ThresholdCondition: {
@@ -5873,6 +6118,11 @@ export interface components {
              * @description Throughput protocols (filter proto)
              */
             protos: string[];
+            /**
+             * Channel Kinds
+             * @description Notification channel kinds and the settings a form offers for each
+             */
+            channel_kinds: components["schemas"]["ChannelKindInfo"][];
             /** @description What an alert rule can watch: metrics, statistics, filters, conditions */
             alert_metrics: components["schemas"]["MetricsCatalog"];
         };
@@ -5895,7 +6145,7 @@ export interface components {
         /** WebhookConfigIn */
         WebhookConfigIn: {
             /**
-             * Url
+             * Webhook URL
              * Format: uri
              */
             url: string;
@@ -11600,7 +11850,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["EmailChannelCreate"] | components["schemas"]["SlackChannelCreate"] | components["schemas"]["WebhookChannelCreate"];
+                "application/json": components["schemas"]["EmailChannelCreate"] | components["schemas"]["SlackChannelCreate"] | components["schemas"]["WebhookChannelCreate"] | components["schemas"]["PagerDutyChannelCreate"] | components["schemas"]["OpsgenieChannelCreate"] | components["schemas"]["DiscordChannelCreate"] | components["schemas"]["TeamsChannelCreate"] | components["schemas"]["AlertmanagerChannelCreate"];
             };
         };
         responses: {

@@ -4,7 +4,7 @@ import userEvent from "@testing-library/user-event";
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startApiServer } from "../test/apiServer";
 import { setOrigin } from "../test/dom";
-import { AGENTS, alert, rule } from "../test/fixtures";
+import { AGENTS, VOCABULARIES, alert, rule } from "../test/fixtures";
 
 vi.setConfig({ testTimeout: 30_000 });
 const api = await startApiServer();
@@ -32,6 +32,7 @@ beforeEach(() => {
   api.route("GET /api/v1/channels", () => []);
   api.route("GET /api/v1/deliveries", () => []);
   api.route("GET /api/v1/auth/me", () => me("admin"));
+  api.route("GET /api/v1/vocabularies", () => VOCABULARIES);
 });
 
 function me(role: "admin" | "viewer") {
@@ -133,6 +134,27 @@ describe("Alerts page", () => {
     const result = await within(table).findByRole("status", { name: "Test send to receiver" });
     expect(result.textContent).toContain("failed");
     expect(result.textContent).toContain('HTTP 401 Unauthorized: {"error":"bad signature"}');
+  });
+
+  it("offers the channel kinds the API lists, with each kind's fields, and posts only what was filled", async () => {
+    const user = userEvent.setup({ delay: null });
+    const opsgenie = { name: "opsgenie", title: "Opsgenie", fields: [{ name: "api_key", label: "API key", input: "password", required: true, choices: [], secret: true, default: null }] };
+    api.route("GET /api/v1/vocabularies", () => ({ ...VOCABULARIES, channel_kinds: [...VOCABULARIES.channel_kinds, opsgenie] }));
+    api.route("POST /api/v1/channels", (r) => ({ status: 201, body: { id: "c7", ...(r.body as object), enabled: true, config: {}, created_at: "2026-11-23T18:00:00Z", updated_at: "2026-11-23T18:00:00Z", signing_secret: null } }));
+    navigate("/alerts?tab=channels");
+    mount();
+    const form = await screen.findByRole("form", { name: "New channel" });
+    const type = within(form).getByRole("combobox", { name: "Type" });
+    await waitFor(() => expect(within(type).getAllByRole("option").map((o) => o.textContent)).toEqual(["Email", "Slack", "Webhook", "PagerDuty", "Opsgenie"]));
+    await user.selectOptions(type, "pagerduty");
+    expect(within(form).getByLabelText("Events API URL").getAttribute("placeholder")).toBe("https://events.pagerduty.com/v2/enqueue");
+    await user.type(within(form).getByRole("textbox", { name: "Channel name" }), "pd");
+    await user.type(within(form).getByLabelText("Routing key"), "R0UT1NG");
+    expect(within(form).getByLabelText("Routing key").getAttribute("type")).toBe("password");
+    await user.click(within(form).getByRole("button", { name: "Add channel" }));
+    await waitFor(() => expect(api.seen.some((s) => s.method === "POST" && s.path === "/api/v1/channels")).toBe(true));
+    const posted = api.seen.find((s) => s.method === "POST" && s.path === "/api/v1/channels")!.body;
+    expect(posted).toEqual({ name: "pd", kind: "pagerduty", enabled: true, config: { routing_key: "R0UT1NG" } });
   });
 
   it("adds a recurring maintenance window in a timezone scoped to a rule, and lists its next start", async () => {

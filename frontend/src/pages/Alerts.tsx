@@ -141,7 +141,7 @@ export default function Alerts() {
         </>
       )}
       {tab === "channels" && (
-        <Card title="Channels" note="email, Slack and signed webhooks">
+        <Card title="Channels" note="email, chat, incident tools, Alertmanager and signed webhooks">
           <Channels />
         </Card>
       )}

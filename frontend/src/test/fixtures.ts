@@ -32,6 +32,30 @@ export const VOCABULARIES = {
   storage_variants: ["plain", "gzip9", "replicated", "concurrent"],
   storage_providers: ["s3", "azure", "gcs"],
   protos: ["tcp", "udp"],
+  channel_kinds: [
+    {
+      name: "email",
+      title: "Email",
+      fields: [
+        { name: "host", label: "SMTP host", input: "text", required: true, choices: [], secret: false, default: null },
+        { name: "port", label: "Port", input: "number", required: false, choices: [], secret: false, default: "587" },
+        { name: "security", label: "Security", input: "select", required: false, choices: ["starttls", "tls", "none"], secret: false, default: "starttls" },
+        { name: "password", label: "Password", input: "password", required: false, choices: [], secret: true, default: null },
+        { name: "from_address", label: "From", input: "email", required: true, choices: [], secret: false, default: null },
+        { name: "to_addresses", label: "To (comma-separated)", input: "list", required: true, choices: [], secret: false, default: null },
+      ],
+    },
+    { name: "slack", title: "Slack", fields: [{ name: "url", label: "Slack webhook URL", input: "url", required: true, choices: [], secret: true, default: null }] },
+    { name: "webhook", title: "Webhook", fields: [{ name: "url", label: "Webhook URL", input: "url", required: true, choices: [], secret: false, default: null }] },
+    {
+      name: "pagerduty",
+      title: "PagerDuty",
+      fields: [
+        { name: "routing_key", label: "Routing key", input: "password", required: true, choices: [], secret: true, default: null },
+        { name: "events_url", label: "Events API URL", input: "url", required: false, choices: [], secret: false, default: "https://events.pagerduty.com/v2/enqueue" },
+      ],
+    },
+  ],
   alert_metrics: CATALOG,
 };
 

@@ -52,8 +52,10 @@ async def list_channels(principal: OrgPrincipalDep, session: SessionDep) -> list
 @router.post("/channels", response_model=ChannelCreated, status_code=status.HTTP_201_CREATED)
 async def create_channel(body: ChannelCreate, principal: AdminDep,
                          session: SessionDep, actor: AuditActorDep) -> ChannelCreated:
-    """Creates an email, Slack or webhook channel. A webhook channel's `signing_secret`
-    (whsec_..., Standard Webhooks) is in this response only."""
+    """Creates a channel of a kind GET /vocabularies lists (email, Slack, webhook, PagerDuty,
+    Opsgenie, Discord, Microsoft Teams, Prometheus Alertmanager; docs/integrations.md). A
+    webhook channel's `signing_secret` (whsec_..., Standard Webhooks) is in this response
+    only."""
     async with _errors.writing(session):
         made = await svc.create_channel(session, principal.org_id, body, principal.user_id)
         row = await svc.get_row(session, principal.org_id, made.id)

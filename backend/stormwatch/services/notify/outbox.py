@@ -141,6 +141,9 @@ async def _send(engine: Engine, c: Claimed) -> str:
             await asyncio.to_thread(_record, engine, c, "failed", None, detail)
             return "failed"
         wait = backoff_s(c.attempts)
+        if isinstance(exc, TransientError) and exc.retry_after_s is not None:
+            # The server said when: not sooner (a 429 retried early is refused again).
+            wait = max(wait, min(exc.retry_after_s, get_settings().notify_retry_max_s))
         log.info("delivery %s attempt %d failed (%s); retry in %.0f s", c.id, c.attempts,
                  detail, wait)
         await asyncio.to_thread(_record, engine, c, "pending", None, detail, wait)

@@ -4,7 +4,7 @@ Safe to run twice or concurrently (SKIP LOCKED claims, compare-and-set marks).""
 import logging
 
 from stormwatch.core.db import get_sync_engine
-from stormwatch.services.notify import dispatch
+from stormwatch.services.notify import dispatch, repost
 from stormwatch.worker.app import celery_app
 
 log = logging.getLogger("stormwatch.notify")
@@ -24,3 +24,8 @@ def dispatch_alert_events() -> dict[str, int]:
         celery_app.send_task("stormwatch.dispatch_alert_events",
                              countdown=max(0.5, due + 0.2))
     return {"notifications": made, **counts}
+
+
+@celery_app.task(name="stormwatch.repost_alertmanager_alerts", ignore_result=True)
+def repost_alertmanager_alerts() -> dict[str, int]:
+    return repost.repost(get_sync_engine())

@@ -1,6 +1,7 @@
 import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
-import { createChannel, deleteChannel, listChannels, listDeliveries, testChannel, type ChannelCreate, type ChannelType, type ChannelVM, type TestSendVM } from "../../api/channels";
+import { createChannel, deleteChannel, listChannels, listDeliveries, testChannel, type ChannelCreate, type ChannelVM, type TestSendVM } from "../../api/channels";
+import { useVocabularies, type Vocabularies } from "../../api/vocabularies";
 import { fieldErrors } from "../../api/http";
 import { DeleteButton } from "./shared";
 import { useListMutation } from "../../lib/useListMutation";
@@ -9,38 +10,39 @@ import { formatInstant } from "../../lib/format";
 
 const when = (ms: number) => (ms ? formatInstant(ms) : "–");
 
-/** The body for each channel type; secrets are write-only and never shown back. */
-function bodyFor(kind: ChannelType, name: string, v: Record<string, string>): ChannelCreate {
-  if (kind === "email") {
-    const security = v.security === "tls" || v.security === "none" ? v.security : "starttls";
-    return {
-      kind,
-      name,
-      enabled: true,
-      config: {
-        host: v.host ?? "",
-        port: Number(v.port || (security === "tls" ? 465 : 587)),
-        security,
-        username: v.username || null,
-        password: v.password || null,
-        from_address: v.from_address ?? "",
-        to_addresses: (v.to_addresses ?? "")
-          .split(",")
-          .map((s) => s.trim())
-          .filter(Boolean),
-      },
-    };
+type ChannelKindInfo = Vocabularies["channel_kinds"][number];
+type ChannelField = ChannelKindInfo["fields"][number];
+
+/** The body for a kind from its form fields (GET /vocabularies): empty optional fields are left
+ * to the API's defaults; secrets are write-only and never shown back. */
+function bodyFor(kind: ChannelKindInfo, name: string, v: Record<string, string>): ChannelCreate {
+  const config: Record<string, unknown> = {};
+  for (const f of kind.fields) {
+    const raw = (v[f.name] ?? "").trim();
+    if (!raw && !f.required) continue;
+    if (f.input === "number") config[f.name] = Number(raw);
+    else if (f.input === "list")
+      config[f.name] = raw
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean);
+    else config[f.name] = raw;
   }
-  return kind === "slack" ? { kind, name, enabled: true, config: { url: v.url ?? "" } } : { kind, name, enabled: true, config: { url: v.url ?? "" } };
+  // The API checks the config per kind and answers a 422 naming the field.
+  return { kind: kind.name, name, enabled: true, config } as ChannelCreate;
 }
 
+const INPUT_TYPES: Record<string, string> = { url: "url", password: "password", number: "number", email: "email" };
+
 function ChannelForm() {
-  const [type, setType] = useState<ChannelType>("slack");
+  const kinds = useVocabularies().data?.channel_kinds ?? [];
+  const [typeName, setType] = useState<string>("");
+  const kind = kinds.find((k) => k.name === typeName) ?? kinds[0];
   const [name, setName] = useState("");
   const [v, setV] = useState<Record<string, string>>({});
   const [secret, setSecret] = useState<{ name: string; secret: string } | null>(null);
   const m = useListMutation(
-    () => createChannel(bodyFor(type, name, v)),
+    () => (kind ? createChannel(bodyFor(kind, name, v)) : Promise.reject(new Error("no channel kinds"))),
     "channels",
     (r) => {
       setSecret(r.secret ? { name: r.channel.name, secret: r.secret } : null);
@@ -50,58 +52,72 @@ function ChannelForm() {
   );
   const errs = fieldErrors(m.error);
   const fieldErr = (k: string) => errs[`config.${k}`] ?? errs[k];
-  const input = (k: string, label: string, extra: Record<string, unknown> = {}) => (
-    <label key={k}>
-      {label}
-      <input value={v[k] ?? ""} onChange={(e) => setV({ ...v, [k]: e.target.value })} aria-invalid={fieldErr(k) ? true : undefined} {...extra} />
-      {fieldErr(k) && (
-        <span className="field-error" role="alert">
-          {fieldErr(k)}
-        </span>
-      )}
-    </label>
-  );
+  const input = (f: ChannelField) => {
+    const err = fieldErr(f.name);
+    const common = { "aria-invalid": err ? true : undefined } as const;
+    return (
+      <label key={f.name}>
+        {f.label}
+        {f.input === "select" ? (
+          <select value={v[f.name] ?? f.default ?? ""} onChange={(e) => setV({ ...v, [f.name]: e.target.value })} {...common}>
+            {f.choices.map((c) => (
+              <option key={c} value={c}>
+                {c}
+              </option>
+            ))}
+          </select>
+        ) : (
+          <input
+            value={v[f.name] ?? ""}
+            onChange={(e) => setV({ ...v, [f.name]: e.target.value })}
+            type={INPUT_TYPES[f.input] ?? "text"}
+            required={f.required}
+            placeholder={f.default ?? undefined}
+            autoComplete={f.secret ? "new-password" : "off"}
+            size={f.input === "url" ? 40 : undefined}
+            {...common}
+          />
+        )}
+        {err && (
+          <span className="field-error" role="alert">
+            {err}
+          </span>
+        )}
+      </label>
+    );
+  };
   function submit(e: FormEvent) {
     e.preventDefault();
     setSecret(null);
     m.mutate();
   }
-  const other = Object.entries(errs).filter(([k]) => !k.startsWith("config.") && !["url", "host", "port", "from_address", "to_addresses", "username", "password", "security"].includes(k));
+  const own = new Set(kind?.fields.map((f) => f.name) ?? []);
+  const other = Object.entries(errs).filter(([k]) => !k.startsWith("config.") && !own.has(k));
+  if (!kind) return <p className="muted">Loading channel kinds…</p>;
   return (
     <>
       <form className="field-row" aria-label="New channel" onSubmit={submit}>
         <label>
           Type
-          <select value={type} onChange={(e) => setType(e.target.value as ChannelType)}>
-            <option value="slack">Slack</option>
-            <option value="email">Email</option>
-            <option value="webhook">Webhook</option>
+          <select
+            value={kind.name}
+            onChange={(e) => {
+              setType(e.target.value);
+              setV({});
+            }}
+          >
+            {kinds.map((k) => (
+              <option key={k.name} value={k.name}>
+                {k.title}
+              </option>
+            ))}
           </select>
         </label>
         <label>
           Channel name
           <input required value={name} onChange={(e) => setName(e.target.value)} />
         </label>
-        {type === "email" ? (
-          <>
-            {input("host", "SMTP host", { required: true })}
-            {input("port", "Port", { type: "number", placeholder: "587" })}
-            <label>
-              Security
-              <select value={v.security ?? "starttls"} onChange={(e) => setV({ ...v, security: e.target.value })}>
-                <option value="starttls">STARTTLS</option>
-                <option value="tls">TLS</option>
-                <option value="none">none</option>
-              </select>
-            </label>
-            {input("username", "Username", { autoComplete: "off" })}
-            {input("password", "Password", { type: "password", autoComplete: "new-password" })}
-            {input("from_address", "From", { type: "email", required: true })}
-            {input("to_addresses", "To (comma-separated)", { required: true })}
-          </>
-        ) : (
-          input("url", type === "slack" ? "Slack webhook URL" : "Webhook URL", { type: "url", required: true, size: 40 })
-        )}
+        {kind.fields.map(input)}
         <button type="submit" className="primary" disabled={m.isPending}>
           Add channel
         </button>
@@ -129,8 +145,8 @@ function ChannelForm() {
 function describe(c: ChannelVM): string {
   const cfg = c.config;
   if (c.type === "email") return `${String(cfg.host ?? "")} → ${Array.isArray(cfg.to_addresses) ? cfg.to_addresses.join(", ") : String(cfg.to_addresses ?? "")}`;
-  // Slack URLs are the secret and never come back; the server shows a host at most.
-  return String(cfg.url ?? cfg.url_host ?? cfg.host ?? "");
+  // Secret URLs never come back; the server shows their host at most (url_hint).
+  return String(cfg.url ?? cfg.url_hint ?? cfg.api_url ?? cfg.events_url ?? cfg.host ?? "");
 }
 
 export function Deliveries({ channelId, alertId }: { channelId?: string; alertId?: string }) {
