@@ -138,7 +138,9 @@ class OpsgenieConfigIn(BaseModel):
                        Literal["P1", "P2", "P3", "P4", "P5"]] = Field(
         default_factory=dict, description="a rule's severity -> Opsgenie's priority "
                                           "(default critical P1, warning P3, info P5)")
-    tags: list[Annotated[str, Field(min_length=1, max_length=50)]] = Field(
+    # No control characters: PostgreSQL refuses NUL, and tags are shown and matched as text.
+    tags: list[Annotated[str, Field(min_length=1, max_length=50,
+                                    pattern=r"^[^\x00-\x1f\x7f-\x9f]+$")]] = Field(
         title="Tags (comma-separated)", default_factory=list, max_length=20,
         description="added to every alert")
     ca_cert_pem: CaPem = None

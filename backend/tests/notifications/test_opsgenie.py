@@ -128,3 +128,8 @@ def test_bad_opsgenie_config_is_a_422_naming_the_field(org: Org) -> None:
     assert r.status_code == 422
     assert ["body", "opsgenie", "config", "priority_map", "warning"] in [
         e["loc"] for e in r.json()["detail"]]
+    # A control character in a tag (the fuzzer's NUL once reached PostgreSQL: a 500).
+    r = org.api.post("/api/v1/channels", json={"name": "g", "kind": "opsgenie", "config": {
+        "api_key": KEY, "tags": ["ok", "bad\u0000tag"]}}, headers=org.headers)
+    assert r.status_code == 422, r.text
+    assert ["body", "opsgenie", "config", "tags", 1] in [e["loc"] for e in r.json()["detail"]]

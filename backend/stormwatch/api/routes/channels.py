@@ -14,7 +14,7 @@ from stormwatch.api.deps import AdminDep, AuditActorDep, OrgPrincipalDep, Sessio
 from stormwatch.api.errors import ServiceErrors
 from stormwatch.notifications.base import PermanentError, TransientError
 from stormwatch.notifications.registry import SECRET_NAMES
-from stormwatch.schemas.errors import NOT_FOUND
+from stormwatch.schemas.errors import CONFLICT, NOT_FOUND
 from stormwatch.schemas.notifications import (
     ChannelCreate,
     ChannelCreated,
@@ -49,7 +49,8 @@ async def list_channels(principal: OrgPrincipalDep, session: SessionDep) -> list
     return await svc.list_channels(session, principal.org_id)
 
 
-@router.post("/channels", response_model=ChannelCreated, status_code=status.HTTP_201_CREATED)
+@router.post("/channels", response_model=ChannelCreated, status_code=status.HTTP_201_CREATED,
+             responses=CONFLICT)
 async def create_channel(body: ChannelCreate, principal: AdminDep,
                          session: SessionDep, actor: AuditActorDep) -> ChannelCreated:
     """Creates a channel of a kind GET /vocabularies lists (email, Slack, webhook, PagerDuty,
@@ -71,7 +72,8 @@ async def get_channel(channel_id: uuid.UUID, principal: OrgPrincipalDep,
         return svc.public(await svc.get_row(session, principal.org_id, channel_id))
 
 
-@router.patch("/channels/{channel_id}", response_model=ChannelCreated, responses=NOT_FOUND)
+@router.patch("/channels/{channel_id}", response_model=ChannelCreated,
+              responses={**NOT_FOUND, **CONFLICT})
 async def update_channel(channel_id: uuid.UUID, body: ChannelUpdate, principal: AdminDep,
                          session: SessionDep, actor: AuditActorDep) -> ChannelCreated:
     async with _errors.writing(session):
