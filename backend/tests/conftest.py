@@ -32,6 +32,9 @@ REPO = Path(__file__).resolve().parents[2]
 # The egress policy refuses loopback; tests whose receivers listen there open it (tests of
 # the policy itself run without it).
 LOOPBACK_ALLOWED = "127.0.0.0/8,::1"
+# Set before anything reads the settings: a test that encrypts in this process and an API it
+# starts must share the key, whichever test of the worker read the settings first.
+os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
 
 
 def pytest_report_header() -> str:
@@ -70,7 +73,6 @@ def services() -> Iterator[Services]:
     redis.start()
     os.environ["DATABASE_URL"] = pg.url
     os.environ["REDIS_URL"] = redis.url
-    os.environ.setdefault("SECRET_KEY", "test-secret-key-not-for-production")
     # Workers the tests start take any free port for their metrics, never a fixed one.
     os.environ.setdefault("WORKER_METRICS_PORT", "0")
     run_migrations(pg.url)
