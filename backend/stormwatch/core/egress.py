@@ -21,7 +21,7 @@ import json
 import re
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -336,10 +336,13 @@ def service_error(body: bytes) -> str | None:
 
 
 async def post(url: str, *, content: bytes, headers: dict[str, str], timeout_s: float,
-               verify: ssl.SSLContext | bool = True, policy: Policy | None = None) -> HttpReply:
+               verify: ssl.SSLContext | bool = True, policy: Policy | None = None,
+               read_error: Callable[[int, bytes], str | None] | None = None) -> HttpReply:
     """POSTs to a checked address of the URL's host, keeping the Host header and the TLS
-    name (SNI and certificate check) to the host name. Raises EgressRefused,
-    EgressUnresolved, httpx.HTTPError or TimeoutError."""
+    name (SNI and certificate check) to the host name. `read_error` takes the status and the
+    reply's first MAX_REPLY_BYTES for a protocol whose replies say more than a status (OTLP's
+    partial success); service_error by default. Raises EgressRefused, EgressUnresolved,
+    httpx.HTTPError or TimeoutError."""
     host, port = url_host_port(url)
     u = httpx.URL(url)
     found = await addresses(host, port, policy)
@@ -359,7 +362,9 @@ async def post(url: str, *, content: bytes, headers: dict[str, str], timeout_s: 
                         body += chunk
                         if len(body) >= MAX_REPLY_BYTES:
                             break
-                    return HttpReply(resp.status_code, service_error(bytes(body)),
+                    error = (read_error(resp.status_code, bytes(body)) if read_error
+                             else service_error(bytes(body)))
+                    return HttpReply(resp.status_code, error,
                                      redirect=resp.is_redirect,
                                      retry_after_s=retry_after_s(resp.headers.get("retry-after")))
             except httpx.ConnectError as exc:

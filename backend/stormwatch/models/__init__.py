@@ -11,6 +11,7 @@ from stormwatch.models.agent import (
 from stormwatch.models.alerts import Alert, AlertEvent, AlertRule, AlertSeriesState
 from stormwatch.models.audit import AuditEvent
 from stormwatch.models.base import Base
+from stormwatch.models.export import OtlpExport
 from stormwatch.models.jobs import JobRun
 from stormwatch.models.notifications import (
     AlertEventDispatch,
@@ -43,6 +44,7 @@ from stormwatch.models.throughput import (
 __all__ = [
     "AccountLink",
     "OidcConfig",
+    "OtlpExport",
     "OidcLogin",
     "AuditEvent",
     "AdvisorResult",

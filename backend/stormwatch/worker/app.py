@@ -14,6 +14,7 @@ setup_logging(settings.log_level)
 celery_app = Celery("stormwatch", broker=settings.redis_url, backend=settings.redis_url,
                     include=["stormwatch.worker.tasks.advisors",
                              "stormwatch.worker.tasks.alerts",
+                             "stormwatch.worker.tasks.export",
                              "stormwatch.worker.tasks.maintenance",
                              "stormwatch.worker.tasks.notifications",
                              "stormwatch.worker.tasks.rollups",

@@ -117,3 +117,14 @@ BEAT_SCHEDULE.update({
         "options": {"expires": 300},
     },
 })
+
+# --- exports (services/export/otlp.py, worker/tasks/export.py) ----------------------------
+BEAT_SCHEDULE.update({
+    # Each org sets its own push interval (10 s to an hour); a 10 s tick keeps every push
+    # within 10 s of due, and a tick with nothing due is one UPDATE that matches no row.
+    "push-otlp-exports": {
+        "task": "stormwatch.push_otlp_exports",
+        "schedule": timedelta(seconds=10),
+        "options": {"expires": 10},
+    },
+})

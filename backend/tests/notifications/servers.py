@@ -152,12 +152,12 @@ class HttpReceiver:
         self.accepted: dict[str, Any] = {}  # webhook-id -> verified payload (deduplicated)
         self.duplicates = 0
         self.bad_signatures = 0
-        self.script: list[tuple[int, str]] = []
-        self.default: tuple[int, str] = (200, "ok")
+        self.script: list[tuple[int, str | bytes]] = []
+        self.default: tuple[int, str | bytes] = (200, "ok")
         self.location: str | None = None  # answered as a Location header (redirects)
         self.reply_headers: dict[str, str] = {}  # e.g. Retry-After with a scripted 429
         # A service's own handling of a request the script lets through: (status, body).
-        self.handle: Callable[[Received], tuple[int, str]] | None = None
+        self.handle: Callable[[Received], tuple[int, str | bytes]] | None = None
         self.hold = threading.Event()
         self.hold.set()
         self.arrived = threading.Event()
@@ -174,7 +174,7 @@ class HttpReceiver:
                 outer.arrived.set()
                 outer.hold.wait(120)
                 status, text = outer._answer(Received(self.path, dict(self.headers), body))
-                data = text.encode()
+                data = text if isinstance(text, bytes) else text.encode()
                 self.send_response(status)
                 self.send_header("content-type", "text/plain")
                 self.send_header("content-length", str(len(data)))
@@ -194,7 +194,7 @@ class HttpReceiver:
         self.port = self.server.server_address[1]
         self.url = f"{scheme}://{bind}:{self.port}/hook"
 
-    def _answer(self, req: Received) -> tuple[int, str]:
+    def _answer(self, req: Received) -> tuple[int, str | bytes]:
         with self.lock:
             self.requests.append(req)
             if self.secret is not None:

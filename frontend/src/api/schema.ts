@@ -1521,6 +1521,53 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/export/otlp": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The org's OTLP push to its OpenTelemetry collector, and how it went */
+        get: operations["get_otlp_api_v1_export_otlp_get"];
+        /**
+         * Push the org's measured distributions to an OpenTelemetry collector
+         * @description Every `interval_s` the worker pushes the series of `kinds` at `level` as OTLP/HTTP
+         *     protobuf (exponential histograms and monotonic sums, cumulative from Monday 00:00 UTC)
+         *     to `endpoint_url`, which must be a public address unless the operator allows it
+         *     (EGRESS_ALLOW).
+         */
+        put: operations["put_otlp_api_v1_export_otlp_put"];
+        post?: never;
+        /** Stop pushing to the OpenTelemetry collector */
+        delete: operations["delete_otlp_api_v1_export_otlp_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/export/otlp/test": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Push now and say what the collector answered
+         * @description One push of the current totals, recorded like the scheduled ones: a failure is an
+         *     answer here (ok false, with the collector's status or the network's error), not an
+         *     HTTP error.
+         */
+        post: operations["test_otlp_api_v1_export_otlp_test_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -4581,6 +4628,97 @@ export interface components {
             /** Rollup Retention Days */
             rollup_retention_days?: number | null;
             mesh_settings?: components["schemas"]["MeshSettings"] | null;
+        };
+        /** OtlpExportIn */
+        OtlpExportIn: {
+            /**
+             * Endpoint Url
+             * Format: uri
+             * @description The collector's OTLP/HTTP metrics URL (…/v1/metrics); a URL without a path gets /v1/metrics, as OTEL_EXPORTER_OTLP_ENDPOINT does
+             */
+            endpoint_url: string;
+            /**
+             * Headers
+             * @description Request headers (an API key); left out keeps the stored ones, {} clears
+             */
+            headers?: {
+                [key: string]: string;
+            } | null;
+            /**
+             * Level
+             * @description region: per provider/region (pair); pair: per agent
+             * @default region
+             * @enum {string}
+             */
+            level: "region" | "pair";
+            /** Kinds */
+            kinds?: ("mesh" | "quorum" | "storage" | "throughput")[];
+            /**
+             * Interval S
+             * @description seconds between pushes
+             * @default 60
+             */
+            interval_s: number;
+            /**
+             * Enabled
+             * @default true
+             */
+            enabled: boolean;
+        };
+        /** OtlpExportPublic */
+        OtlpExportPublic: {
+            /** Endpoint Url */
+            endpoint_url: string;
+            /** Header Names */
+            header_names: string[];
+            /** Level */
+            level: string;
+            /** Kinds */
+            kinds: string[];
+            /** Interval S */
+            interval_s: number;
+            /** Enabled */
+            enabled: boolean;
+            /** Last Attempt At */
+            last_attempt_at: string | null;
+            /** Last Success At */
+            last_success_at: string | null;
+            /** Last Error */
+            last_error: string | null;
+            /** Failures In A Row */
+            failures_in_a_row: number;
+            /**
+             * Last Data Points
+             * @description data points in the last push
+             */
+            last_data_points: number | null;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /** OtlpPushResult */
+        OtlpPushResult: {
+            /** Ok */
+            ok: boolean;
+            /**
+             * Detail
+             * @description the collector's answer, or why there was none
+             */
+            detail: string;
+            /**
+             * Status
+             * @description the collector's HTTP status, if it answered
+             */
+            status: number | null;
+            /** Data Points */
+            data_points: number;
+            /**
+             * Transient
+             * @description the same push may succeed later
+             */
+            transient: boolean;
         };
         /** PagerDutyChannelCreate */
         PagerDutyChannelCreate: {
@@ -11881,6 +12019,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description Conflicts with an existing resource */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
             422: {
                 headers: {
@@ -12077,6 +12224,15 @@ export interface operations {
             };
             /** @description No such resource in the caller's org (other orgs' rows look the same) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflicts with an existing resource */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -13527,6 +13683,259 @@ export interface operations {
             };
             /** @description The credential may not do this (role, kind of token, or CSRF header) */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_otlp_api_v1_export_otlp_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OtlpExportPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_otlp_api_v1_export_otlp_put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["OtlpExportIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OtlpExportPublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_otlp_api_v1_export_otlp_delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    test_otlp_api_v1_export_otlp_test_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OtlpPushResult"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

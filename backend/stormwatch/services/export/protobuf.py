@@ -68,17 +68,26 @@ def native_index(values_s: NDArray[np.float64]) -> NDArray[np.int64]:
     return np.ceil(np.log2(values_s) * 2**NATIVE_SCHEMA).astype(np.int64)
 
 
+def native_dense(offset: int, counts: NDArray[np.float64], scale: float
+                 ) -> tuple[int, NDArray[np.float64]]:
+    """(index of the first, counts) of the consecutive native buckets holding one series'
+    sketch bins (keys from `offset`, values in stored units times `scale`); each bin goes
+    whole into the bucket of the value the sketch reports for it. (0, []) when empty."""
+    nz = np.flatnonzero(counts)
+    if not nz.size:
+        return 0, np.zeros(0)
+    idx = native_index(key_values(offset + nz) * scale)
+    lo = int(idx.min())
+    return lo, np.bincount(idx - lo, weights=counts[nz]).astype(np.float64)
+
+
 def native_buckets(offset: int, counts: NDArray[np.float64], scale: float
                    ) -> tuple[list[tuple[int, int]], list[int]]:
     """Spans (the first's offset is its bucket index, a later one's the empty buckets before
-    it; length) and bucket counts of one series' sketch bins (keys from `offset`, values in
-    stored units times `scale`)."""
-    nz = np.flatnonzero(counts)
-    if not nz.size:
+    it; length) and bucket counts of one series' sketch bins (see native_dense)."""
+    lo, dense = native_dense(offset, counts, scale)
+    if not dense.size:
         return [], []
-    idx = native_index(key_values(offset + nz) * scale)
-    lo = int(idx.min())
-    dense = np.bincount(idx - lo, weights=counts[nz])
     filled = (np.flatnonzero(dense) + lo).tolist()
     spans: list[tuple[int, int]] = []
     run_start, run_len, prev_end = filled[0], 1, None

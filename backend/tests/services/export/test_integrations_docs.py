@@ -108,7 +108,9 @@ def test_every_query_is_promql_that_promtool_accepts(tmp_path: Path) -> None:
 @pytest.mark.skipif(PROMTOOL is None, reason=NO_PROMTOOL)
 def test_the_documented_scrape_jobs_and_queries_pass_promtool(tmp_path: Path) -> None:
     text = INTEGRATIONS.read_text()
-    jobs = re.findall(r"```yaml\n(.*?)```", text, re.S)
+    # The Prometheus section's YAML blocks (later sections hold other tools' configuration).
+    prometheus = text.split("\n## Prometheus\n", 1)[1].split("\n## ", 1)[0]
+    jobs = re.findall(r"```yaml\n(.*?)```", prometheus, re.S)
     assert len(jobs) == 2 and jobs[0].startswith("scrape_configs:")
     key = tmp_path / "stormwatch.key"
     key.write_text("swk_example\n")
