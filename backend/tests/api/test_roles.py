@@ -130,6 +130,10 @@ ACCESS: dict[tuple[str, str], str] = {
         "storage/replication")},
     # The Prometheus scrape target reads like the analyses.
     ("GET", "/api/v1/export/prometheus"): "read",
+    ("GET", "/api/v1/export/otlp"): "read",
+    ("PUT", "/api/v1/export/otlp"): "manage",
+    ("DELETE", "/api/v1/export/otlp"): "manage",
+    ("POST", "/api/v1/export/otlp/test"): "manage",
 }
 
 DENIED = {401, 403}
