@@ -140,13 +140,21 @@ def test_experiments_through_a_shaper_store_its_rates_and_its_switch_within_5_pe
         assert r.status_code == 201, r.text
         experiments[proto] = r.json()
 
-    def complete(proto: str) -> bool:
-        s = api.get(f"/api/v1/throughput/experiments/{experiments[proto]['id']}/samples")
-        return all(len(d["samples"]) >= DURATION_S for d in s.json()["directions"])
+    def stored() -> dict[str, list[int]]:
+        return {p: [len(d["samples"]) for d in api.get(
+            f"/api/v1/throughput/experiments/{e['id']}/samples").json()["directions"]]
+            for p, e in experiments.items()}
 
-    wait_until("both experiments' samples of both directions",
-               LEAD_S + 2 * DURATION_S + 90,
-               lambda: all(complete(p) for p in experiments))
+    # Every second of both directions, or, on a machine too loaded for that, a minute after
+    # the last direction ended: the checks below then say which seconds are missing.
+    done_by = start_at + timedelta(seconds=2 * DURATION_S + 60)
+    wait_until("both experiments' samples of both directions", LEAD_S + 2 * DURATION_S + 90,
+               lambda: datetime.now(UTC) > done_by or all(
+                   len(n) == 2 and min(n) >= DURATION_S for n in stored().values()))
+    counts = stored()
+    assert all(len(n) == 2 and min(n) > 0 for n in counts.values()), (
+        f"seconds stored per direction: {counts}; agent logs:\n" + "\n".join(
+            f"--- {name}\n" + a.log.read_text()[-3000:] for name, a in agents.items()))
     problems = []
     for proto, exp in experiments.items():
         high, low, after = SHAPES[proto]
