@@ -40,3 +40,7 @@ class Vocabularies(BaseModel):
         description="Notification channel kinds and the settings a form offers for each")
     alert_metrics: MetricsCatalog = Field(
         description="What an alert rule can watch: metrics, statistics, filters, conditions")
+    export_kinds: list[str] = Field(
+        description="Measurements the Prometheus and OTLP exports hold (kind, kinds)")
+    export_levels: list[str] = Field(
+        description="Granularity of the exports' series (level): region or agent pair")

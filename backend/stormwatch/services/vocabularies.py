@@ -19,6 +19,8 @@ from stormwatch.services.alerts.metrics import (
     MetricKind,
     statistic_unit,
 )
+from stormwatch.services.export.prometheus import KINDS as EXPORT_KINDS_ORDER
+from stormwatch.services.export.prometheus import LEVELS as EXPORT_LEVELS
 
 # The editor's window bounds; the rule validation enforces the same.
 WINDOW_S = {"min": 30, "max": 3600, "step": 60}
@@ -51,4 +53,6 @@ def vocabularies() -> dict[str, Any]:
         "channel_kinds": [{"name": k.name, "title": k.title, "fields": form_fields(k)}
                           for k in CHANNEL_KINDS.values()],
         "alert_metrics": alert_metrics(),
+        "export_kinds": list(EXPORT_KINDS_ORDER),
+        "export_levels": list(EXPORT_LEVELS),
     }

@@ -6263,6 +6263,16 @@ export interface components {
             channel_kinds: components["schemas"]["ChannelKindInfo"][];
             /** @description What an alert rule can watch: metrics, statistics, filters, conditions */
             alert_metrics: components["schemas"]["MetricsCatalog"];
+            /**
+             * Export Kinds
+             * @description Measurements the Prometheus and OTLP exports hold (kind, kinds)
+             */
+            export_kinds: string[];
+            /**
+             * Export Levels
+             * @description Granularity of the exports' series (level): region or agent pair
+             */
+            export_levels: string[];
         };
         /** WebhookChannelCreate */
         WebhookChannelCreate: {

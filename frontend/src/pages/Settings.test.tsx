@@ -34,6 +34,7 @@ beforeEach(() => {
   api.route("GET /api/v1/invitations", () => []);
   api.route("GET /api/v1/oidc-config", () => ({ status: 404, body: { detail: "single sign-on is not set up" } }));
   api.route("GET /api/v1/audit", () => ({ items: [], next_cursor: null }));
+  api.route("GET /api/v1/export/otlp", () => ({ status: 404, body: { detail: "no OTLP export is configured for this org" } }));
 });
 afterEach(cleanup);
 afterAll(() => api.close());
@@ -183,6 +184,65 @@ describe("Settings", () => {
       expect(screen.queryByRole("region", { name: "Audit log" })).toBeNull();
       expect(screen.queryByRole("table", { name: "Audit log" })).toBeNull();
       expect(api.seen.filter((s) => s.path === "/api/v1/audit")).toHaveLength(0);
+    });
+  });
+
+  describe("OpenTelemetry export", () => {
+    const SAVED = {
+      endpoint_url: "https://otel.example.com:4318", header_names: ["x-api-key"], level: "pair", kinds: ["mesh", "quorum"], interval_s: 30, enabled: true,
+      last_attempt_at: null, last_success_at: null, last_error: null, failures_in_a_row: 0, last_data_points: null, updated_at: "2026-11-29T00:00:00Z",
+    };
+
+    it("lets an admin point it at a collector, with the refusal beside the URL, then push now", async () => {
+      const user = userEvent.setup({ delay: null });
+      let saved: typeof SAVED | null = null;
+      api.route("GET /api/v1/export/otlp", () => saved ?? { status: 404, body: { detail: "none" } });
+      api.route("PUT /api/v1/export/otlp", (r) => {
+        const body = r.body as { endpoint_url: string };
+        if (body.endpoint_url.includes("169.254")) return { status: 422, body: { detail: [{ loc: ["body", "endpoint_url"], msg: "refused by the egress policy: 169.254.169.254 is link-local", type: "egress_refused" }] } };
+        saved = SAVED;
+        return SAVED;
+      });
+      // Wrapped: the fake server reads a bare object with a `status` key as the reply's status.
+      api.route("POST /api/v1/export/otlp/test", () => ({ body: { ok: true, detail: "HTTP 200", status: 200, data_points: 42, transient: false } }));
+      mount();
+      const form = await screen.findByRole("form", { name: "OpenTelemetry export settings" });
+      const url = within(form).getByRole("textbox", { name: /Collector URL/ });
+      await user.type(url, "http://169.254.169.254/v1/metrics");
+      await user.type(within(form).getByRole("textbox", { name: /Headers/ }), "x-api-key: k1");
+      await user.selectOptions(within(form).getByRole("combobox", { name: "Series" }), "pair");
+      await user.click(within(form).getByRole("checkbox", { name: "storage" }));
+      await user.click(within(form).getByRole("checkbox", { name: "throughput" }));
+      const every = within(form).getByRole("spinbutton", { name: /Push every/ });
+      await user.clear(every);
+      await user.type(every, "30");
+      await user.click(within(form).getByRole("button", { name: "Save OpenTelemetry export" }));
+      expect((await within(form).findByRole("alert")).textContent).toContain("link-local");
+      expect(url.getAttribute("aria-invalid")).toBe("true");
+      await user.clear(url);
+      await user.type(url, "https://otel.example.com:4318");
+      await user.click(within(form).getByRole("button", { name: "Save OpenTelemetry export" }));
+      await within(form).findByRole("status");
+      expect(sent("PUT", "/api/v1/export/otlp").at(-1)).toEqual({
+        endpoint_url: "https://otel.example.com:4318", level: "pair", kinds: ["mesh", "quorum"], interval_s: 30, enabled: true, headers: { "x-api-key": "k1" },
+      });
+      expect(within(form).getByRole("textbox", { name: /Headers \(stored: x-api-key/ })).toBeTruthy();
+      await user.click(within(form).getByRole("button", { name: "Push now" }));
+      await vi.waitFor(() => expect(document.body.textContent).toContain("The collector took 42 data points (HTTP 200)."));
+
+      // Saving again without typing headers keeps the stored ones: no headers key is sent.
+      await user.click(within(form).getByRole("button", { name: "Save OpenTelemetry export" }));
+      await vi.waitFor(() => expect(sent("PUT", "/api/v1/export/otlp")).toHaveLength(3));
+      expect(sent("PUT", "/api/v1/export/otlp").at(-1)).not.toHaveProperty("headers");
+    });
+
+    it("shows a viewer how the pushes go, and no form", async () => {
+      api.route("GET /api/v1/auth/me", () => me("viewer"));
+      api.route("GET /api/v1/export/otlp", () => ({ ...SAVED, last_error: "HTTP 503: overloaded", failures_in_a_row: 2 }));
+      mount();
+      const dl = await screen.findByLabelText("OpenTelemetry export status");
+      expect(dl.textContent).toContain("HTTP 503: overloaded (2 in a row)");
+      expect(screen.queryByRole("form", { name: "OpenTelemetry export settings" })).toBeNull();
     });
   });
 });

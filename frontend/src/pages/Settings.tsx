@@ -5,6 +5,7 @@ import { AdminOnly } from "../components/common/AdminOnly";
 import { Invitations } from "../components/settings/Invitations";
 import { AuditLog } from "../components/settings/AuditLog";
 import { Measurement } from "../components/settings/Measurement";
+import { OtlpExport } from "../components/settings/OtlpExport";
 import { SingleSignOn } from "../components/settings/SingleSignOn";
 import { StorageTargets } from "../components/settings/StorageTargets";
 import { Async, Card } from "../components/common/State";
@@ -228,6 +229,7 @@ export default function Settings() {
       <Users />
       <Invitations />
       <SingleSignOn />
+      <OtlpExport />
       <AuditLog />
     </>
   );

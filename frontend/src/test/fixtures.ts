@@ -57,6 +57,8 @@ export const VOCABULARIES = {
     },
   ],
   alert_metrics: CATALOG,
+  export_kinds: ["mesh", "quorum", "storage", "throughput"],
+  export_levels: ["region", "pair"],
 };
 
 const H = 3_600_000;
