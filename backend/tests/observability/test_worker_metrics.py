@@ -212,3 +212,16 @@ def test_port_zero_serves_on_a_free_port_that_health_names(api, metrics_on) -> N
     r = httpx.get(url, timeout=10)
     assert r.status_code == 200
     assert "stormwatch_worker_queue_depth" in r.text
+
+
+def test_loading_the_worker_s_tasks_leaves_prometheus_client_unimported() -> None:
+    """prometheus_client picks its value class when first imported: a task module importing
+    it at load time, before worker_init sets PROMETHEUS_MULTIPROC_DIR, keeps every task
+    metric inside the prefork child that counted it (the scrape then shows none)."""
+    import subprocess
+
+    code = ("import sys, stormwatch.worker.app as a; a.celery_app.loader.import_default_modules();"
+            " print(sorted(m for m in sys.modules if m.startswith('prometheus_client')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "backend")}, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

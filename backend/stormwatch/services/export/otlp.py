@@ -268,6 +268,8 @@ async def push_due(sessionmaker: async_sessionmaker[AsyncSession], max_series: i
         try:
             async with sessionmaker() as session:
                 result = await push_org(session, org_id, max_series, now, policy)
+        except LookupError:
+            continue  # deleted since it was claimed: nothing to push, nothing to record
         except Exception as exc:  # a bug in one org's export must not stop the others'
             log.exception("OTLP export of org %s failed", org_id)
             result = PushResult(False, f"{type(exc).__name__}: {exc}")

@@ -11,11 +11,15 @@ from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from stormwatch.core.config import get_settings
-from stormwatch.services.export import otlp
 from stormwatch.worker.app import celery_app
 
 
 async def _push() -> dict[str, Any]:
+    # Imported here, not when the worker loads its tasks: the export imports prometheus_client,
+    # which picks its value class on first import, and must do so after worker_init has set
+    # PROMETHEUS_MULTIPROC_DIR (observability/worker.py), or task metrics stay in each child.
+    from stormwatch.services.export import otlp
+
     settings = get_settings()
     # A fresh engine per run: each task runs its own event loop (as alert evaluation does).
     engine = create_async_engine(settings.database_url, poolclass=NullPool)
