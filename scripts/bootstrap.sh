@@ -78,6 +78,11 @@ if [ "$purpose" = test ]; then
       quiet $sudo "/etc/init.d/$service" stop || true
     fi
   done
+  # helm for the chart's checks: built from its Go module once per machine (scripts/helm.sh).
+  if command -v go >/dev/null && ! command -v helm >/dev/null; then
+    say "helm (built from its Go module into ~/.cache/stormwatch when not there yet)"
+    quiet scripts/helm.sh
+  fi
   # Object-storage emulators for the storage-probe tests (moto, Azurite, fake-gcs-server).
   say "storage emulators (moto, Azurite, fake-gcs-server)"
   quiet scripts/emulators/install.sh

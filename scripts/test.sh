@@ -91,6 +91,7 @@ lane2() {
 
 lane3() {
   suite "lint (ruff, mypy, gofmt, go vet, tsc, eslint)" scripts/lint.sh
+  suite "kubernetes manifests (helm lint, helm template, rendered objects)" backend/deploy/check.sh
   if [ -f frontend/package.json ]; then
     # `npm test` in two suites, so the browser tests' time shows apart from the unit tests'.
     suite "frontend (client check + unit)" bash -c 'cd frontend && npm run -s check:client && npm run -s test:unit -- --reporter=dot'
