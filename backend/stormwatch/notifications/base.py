@@ -8,7 +8,7 @@ A channel's `send` either returns the server's acknowledgement or raises `Perman
 from __future__ import annotations
 
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -184,3 +184,21 @@ async def post_json(url: str, doc: Any, headers: dict[str, str], timeout_s: floa
                             {"content-type": "application/json", **headers}, timeout_s,
                             tls_verify(ca_cert_pem))
     return accepted(reply)
+
+
+class JsonWebhook:
+    """A channel that POSTs one JSON document per message to its webhook URL (Discord,
+    Microsoft Teams): the kind gives the document and its user agent."""
+
+    payload: Callable[[Message], Any]
+    user_agent = "Stormwatch/1"
+
+    def __init__(self, url: str, timeout_s: float = 15.0,
+                 ca_cert_pem: str | None = None) -> None:
+        self.url = url
+        self.timeout_s = timeout_s
+        self.ca_cert_pem = ca_cert_pem
+
+    async def send(self, message: Message, idempotency_key: str) -> str:
+        return await post_json(self.url, self.payload(message),
+                               {"user-agent": self.user_agent}, self.timeout_s, self.ca_cert_pem)

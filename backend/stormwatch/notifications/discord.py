@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stormwatch.notifications.base import Message, post_json
+from stormwatch.notifications.base import JsonWebhook, Message
 from stormwatch.notifications.render import versus, when
 
 COLOURS = {"firing": 0xD93F0B, "reminder": 0xE99695, "resolved": 0x2DA44E, "test": 0x5865F2}
@@ -50,14 +50,6 @@ def payload(message: Message) -> dict[str, Any]:
             "allowed_mentions": {"parse": []}}
 
 
-class DiscordChannel:
-    def __init__(self, url: str, timeout_s: float = 15.0,
-                 ca_cert_pem: str | None = None) -> None:
-        self.url = url
-        self.timeout_s = timeout_s
-        self.ca_cert_pem = ca_cert_pem
-
-    async def send(self, message: Message, idempotency_key: str) -> str:
-        return await post_json(self.url, payload(message),
-                               {"user-agent": "Stormwatch-Discord/1"}, self.timeout_s,
-                               self.ca_cert_pem)
+class DiscordChannel(JsonWebhook):
+    payload = staticmethod(payload)
+    user_agent = "Stormwatch-Discord/1"

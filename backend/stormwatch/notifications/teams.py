@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stormwatch.notifications.base import AlertItem, Message, post_json
+from stormwatch.notifications.base import AlertItem, JsonWebhook, Message
 from stormwatch.notifications.render import fmt_value, when
 
 CARD_SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
@@ -60,13 +60,6 @@ def payload(message: Message) -> dict[str, Any]:
         "content": card(message)}]}
 
 
-class TeamsChannel:
-    def __init__(self, url: str, timeout_s: float = 15.0,
-                 ca_cert_pem: str | None = None) -> None:
-        self.url = url
-        self.timeout_s = timeout_s
-        self.ca_cert_pem = ca_cert_pem
-
-    async def send(self, message: Message, idempotency_key: str) -> str:
-        return await post_json(self.url, payload(message), {"user-agent": "Stormwatch-Teams/1"},
-                               self.timeout_s, self.ca_cert_pem)
+class TeamsChannel(JsonWebhook):
+    payload = staticmethod(payload)
+    user_agent = "Stormwatch-Teams/1"
