@@ -10,7 +10,8 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker, create_async_engine
 
 from stormwatch.cli import AdminResult, ensure_admin
-from stormwatch.models import Org
+from stormwatch.core.security import verify_password
+from stormwatch.models import User
 from stormwatch.services import accounts
 
 
@@ -66,13 +67,17 @@ async def ensure_demo_org(database_url: str, name: str, email: str) -> OrgCreden
         await engine.dispose()
 
 
-async def org_exists(database_url: str, org_id: str) -> bool:
+async def saved_login_works(database_url: str, saved: dict[str, str]) -> bool:
+    """Whether the login `make run` saved still opens its org: the org is there, and its
+    admin's password is still the saved one (not changed in the UI since)."""
     engine = create_async_engine(database_url)
     try:
         async with engine.connect() as conn:
-            return (await conn.execute(select(Org.id).where(Org.id == org_id))).first() is not None
+            row = (await conn.execute(select(User.password_hash).where(
+                User.email == saved["email"], User.org_id == saved["org_id"]))).first()
     finally:
         await engine.dispose()
+    return row is not None and verify_password(row[0], saved["password"])
 
 
 def create_org_sync(database_url: str, name: str, email: str,

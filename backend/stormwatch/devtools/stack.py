@@ -27,7 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from stormwatch.devtools.bootstrap import ensure_demo_org, org_exists
+from stormwatch.devtools.bootstrap import ensure_demo_org, saved_login_works
 from stormwatch.devtools.demo import (
     DEMO_SIZES,
     FAST,
@@ -153,7 +153,9 @@ class Stack:
         self._save_state()
         log(f"raw storage on {self.state['engine']}")
         demo = self.state.get("demo")
-        if demo is None or not asyncio.run(org_exists(database_url, demo["org_id"])):
+        # A login that no longer works (a new database, a password changed in the UI) is
+        # replaced: the banner must print one that opens the demo org.
+        if demo is None or not asyncio.run(saved_login_works(database_url, demo)):
             # Same code as `python -m stormwatch.cli create-admin`, which compose runs.
             creds = asyncio.run(ensure_demo_org(database_url, "Demo", "admin@stormwatch.local"))
             demo = creds.as_dict()
