@@ -59,32 +59,32 @@ export function OtlpExport() {
   if (current.isError) return <ErrorState error={current.error} onRetry={() => void current.refetch()} />;
   const c = current.data;
   const status = c && (
-    <dl className="kv" aria-label="OpenTelemetry export status">
-      <div>
-        <dt>collector</dt>
-        <dd>
-          <code>{c.endpoint_url}</code> {c.enabled ? "" : "(paused)"}
-        </dd>
-      </div>
-      <div>
-        <dt>last push that arrived</dt>
-        <dd>{c.last_success_at ? formatInstant(c.last_success_at, "second") : "none yet"}</dd>
-      </div>
-      {c.last_error && (
+    <div aria-label="OpenTelemetry export status" role="group">
+      <p>
+        {c.enabled ? "Pushing to " : "Paused; set to push to "}
+        <code style={{ overflowWrap: "anywhere" }}>{c.endpoint_url}</code>
+      </p>
+      <dl className="kv">
         <div>
-          <dt>last failure</dt>
-          <dd>
-            {c.last_error} ({c.failures_in_a_row} in a row)
-          </dd>
+          <dt>last push that arrived</dt>
+          <dd>{c.last_success_at ? formatInstant(c.last_success_at, "second") : "none yet"}</dd>
         </div>
-      )}
-      {c.last_data_points !== null && (
-        <div>
-          <dt>data points in the last push</dt>
-          <dd>{c.last_data_points}</dd>
-        </div>
-      )}
-    </dl>
+        {c.last_error && (
+          <div>
+            <dt>last failure</dt>
+            <dd>
+              {c.last_error} ({c.failures_in_a_row} in a row)
+            </dd>
+          </div>
+        )}
+        {c.last_data_points !== null && (
+          <div>
+            <dt>data points in the last push</dt>
+            <dd>{c.last_data_points}</dd>
+          </div>
+        )}
+      </dl>
+    </div>
   );
 
   if (!admin) {
