@@ -240,6 +240,9 @@ def self_test(rendered: Path, full: str, agents: Path) -> list[str]:
     broken("a pod as root", lambda ds: pod(beat(ds))["securityContext"].update(runAsNonRoot=False))
     broken("a writable root", lambda ds: pod(beat(ds))["containers"][0]["securityContext"].update(
         readOnlyRootFilesystem=False))
+    broken("the API ready without answering HTTP", lambda ds: pod(
+        find(ds, "Deployment", "-api") or {})["containers"][0].update(
+        readinessProbe={"tcpSocket": {"port": "http"}}))
     broken("the job without its upgrade hook", lambda ds: [d["metadata"]["annotations"].update(
         {"helm.sh/hook": "post-install"}) for d in ds if d["kind"] == "Job"])
     broken("SECRET_KEY as a literal", lambda ds: [e.update(value="x" * 32) or e.pop("valueFrom")
