@@ -56,15 +56,17 @@ timescaledb_installed() {
     'import sys; from stormwatch.devtools.services import timescaledb_installed as t; sys.exit(not t())'
 }
 # Three lanes run side by side; much of every suite waits on real servers, agents and
-# schedules, so one lane's waits overlap another's work. Lane 1 is the full backend suite on
-# plain PostgreSQL; lane 2 the agents and the browser tests (each 12-14 minutes); lane 3 the
-# quick ones (lint, the Kubernetes manifests, the UI's unit tests), then the suites that
-# touch raw storage again on TimescaleDB when it is installed (each pass's session fixture
-# fails, never skips, when the schema is not on the engine it asked for).
+# schedules, so one lane's waits overlap another's work. Lane 1 is the backend, on both
+# raw-storage engines when TimescaleDB is installed: the full suite on plain PostgreSQL, then
+# the suites that touch raw storage on TimescaleDB (each pass's session fixture fails, never
+# skips, when the schema is not on the engine it asked for). Lane 2 is the agents and the
+# browser tests; lane 3 the quick ones, lint and the UI's unit tests (lanes 1 and 2 take
+# 12-14 minutes each, lane 3 about 3).
 lane1() {
   suite "docker-compose config" env POSTGRES_PASSWORD=compose-check SECRET_KEY=compose-check-secret-key docker-compose -f docker-compose.yml config -q
   if timescaledb_installed; then
     suite "backend on postgres (pytest, every suite)" pytest_on postgres
+    suite "backend on timescaledb (pytest, storage suites)" pytest_on timescaledb "${STORAGE_SUITES[@]}"
   else
     suite "backend on postgres (pytest, every suite; TimescaleDB not installed)" pytest_on postgres
   fi
@@ -93,13 +95,6 @@ lane3() {
   if [ -f frontend/package.json ]; then
     # `npm test` in two suites, so the browser tests' time shows apart from the unit tests'.
     suite "frontend (client check + unit)" bash -c 'cd frontend && npm run -s check:client && npm run -s test:unit -- --reporter=dot'
-  fi
-  # The storage suites on TimescaleDB, in one worker beside the PostgreSQL pass: after it
-  # they made the backend lane the whole run's critical path, and in three workers beside it
-  # they slowed it by more than they saved (870 s against 722 s).
-  if timescaledb_installed; then
-    PYTEST_WORKERS=1 suite "backend on timescaledb (pytest, storage suites)" \
-      pytest_on timescaledb "${STORAGE_SUITES[@]}"
   fi
 }
 
