@@ -130,12 +130,14 @@ class Channel(Protocol):
 
 
 async def http_post(url: str, body: bytes, headers: dict[str, str], timeout_s: float,
-                    verify: ssl.SSLContext | bool) -> egress.HttpReply:
+                    verify: ssl.SSLContext | bool, policy: egress.Policy | None = None,
+                    read_error: Callable[[int, bytes], str | None] | None = None
+                    ) -> egress.HttpReply:
     """One POST through the egress policy: a refused address is permanent, an unresolved
-    name, a network error or a timeout transient."""
+    name, a network error or a timeout transient (policy and read_error: egress.post's)."""
     try:
         return await egress.post(url, content=body, headers=headers, timeout_s=timeout_s,
-                                 verify=verify)
+                                 verify=verify, policy=policy, read_error=read_error)
     except egress.EgressRefused as exc:
         raise PermanentError(exc.detail) from exc
     except egress.EgressUnresolved as exc:

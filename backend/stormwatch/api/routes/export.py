@@ -93,8 +93,7 @@ async def put_otlp(body: OtlpExportIn, principal: AdminDep, session: SessionDep,
                                   headers=body.headers, level=body.level, kinds=body.kinds,
                                   interval_s=body.interval_s, enabled=body.enabled)
     await session.flush()
-    after = {**otlp.public(row), "headers": otlp.stored_headers(row) or None}
-    changes = audit.diff(before, after, secret_fields=("headers",),
+    changes = audit.diff(before, otlp.audited(row), secret_fields=("headers",),
                          ignore=("last_attempt_at", "last_error", "failures_in_a_row"))
     if changes:
         audit.record(session, principal.org_id, actor,
@@ -111,7 +110,7 @@ async def delete_otlp(principal: AdminDep, session: SessionDep,
     row = await session.get(OtlpExport, principal.org_id)
     if row is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, _NO_EXPORT)
-    before = {**otlp.public(row), "headers": otlp.stored_headers(row) or None}
+    before = otlp.audited(row)
     await session.delete(row)
     audit.record(session, principal.org_id, actor, "otlp_export.delete", "otlp_export",
                  principal.org_id, row.endpoint_url,

@@ -43,6 +43,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from stormwatch.core import egress
 from stormwatch.core.security import decrypt_secret, encrypt_secret
 from stormwatch.models.export import OtlpExport
+from stormwatch.notifications.base import (
+    PermanentError,
+    TransientError,
+    http_post,
+    reply_problem,
+)
 from stormwatch.services.export.prometheus import (
     EXPORT_KINDS,
     ExportError,
@@ -195,22 +201,15 @@ async def send(row: OtlpExport, request: ExportMetricsServiceRequest,
     headers = {**stored_headers(row), "content-type": CONTENT_TYPE,
                "user-agent": "Stormwatch-OTLP/1"}
     try:
-        reply = await egress.post(metrics_url(row.endpoint_url),
-                                  content=request.SerializeToString(), headers=headers,
-                                  timeout_s=PUSH_TIMEOUT_S, policy=policy,
-                                  read_error=reply_error)
-    except egress.EgressRefused as exc:
-        return PushResult(False, exc.detail, data_points=points)
-    except egress.EgressUnresolved as exc:
-        return PushResult(False, exc.detail, data_points=points, transient=True)
-    except (httpx.HTTPError, OSError, TimeoutError) as exc:
-        return PushResult(False, f"{type(exc).__name__}: {exc}".rstrip(": "),
-                          data_points=points, transient=True)
+        reply = await http_post(metrics_url(row.endpoint_url), request.SerializeToString(),
+                                headers, PUSH_TIMEOUT_S, True, policy, reply_error)
+    except PermanentError as exc:
+        return PushResult(False, str(exc), data_points=points)
+    except TransientError as exc:
+        return PushResult(False, str(exc), data_points=points, transient=True)
     if 200 <= reply.status < 300:
         return PushResult(reply.error is None, reply.detail, reply.status, points)
-    detail = (f"{reply.detail}: a redirect, which is not followed (give the final URL)"
-              if reply.redirect else reply.detail)
-    return PushResult(False, detail, reply.status, points,
+    return PushResult(False, reply_problem(reply), reply.status, points,
                       transient=reply.status in RETRYABLE)
 
 
@@ -298,6 +297,11 @@ def public(row: OtlpExport) -> dict[str, Any]:
             "last_data_points": row.last_data_points, "updated_at": row.updated_at}
 
 
+def audited(row: OtlpExport) -> dict[str, Any]:
+    """The public form plus the headers, for the audit log's diff, which masks them."""
+    return {**public(row), "headers": stored_headers(row) or None}
+
+
 async def save(session: AsyncSession, org_id: uuid.UUID, *, endpoint_url: str,
                headers: dict[str, str] | None, level: str, kinds: Sequence[str],
                interval_s: int, enabled: bool) -> tuple[dict[str, Any] | None, OtlpExport]:
@@ -305,7 +309,7 @@ async def save(session: AsyncSession, org_id: uuid.UUID, *, endpoint_url: str,
     ones. Returns the public form before (None when new) and the row. A changed destination
     is pushed at the next pass, as is a new one."""
     row = await session.get(OtlpExport, org_id)
-    before = None if row is None else {**public(row), "headers": stored_headers(row) or None}
+    before = None if row is None else audited(row)
     if row is None:
         row = OtlpExport(org_id=org_id, header_names=[], failures_in_a_row=0)
         session.add(row)
