@@ -247,6 +247,7 @@ class Soak:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             self.check_stop()
+            self.supervise()
             time.sleep(min(0.5, max(0.0, end - time.monotonic())))
 
     def wait_for(self, what: str, timeout_s: float, cond: Any) -> float:
@@ -254,6 +255,7 @@ class Soak:
         t0 = time.monotonic()
         while True:
             self.check_stop()
+            self.supervise()
             with contextlib.suppress(OSError, ValueError):
                 if cond():
                     return time.monotonic() - t0
@@ -289,25 +291,23 @@ class Soak:
             # The health route answers 503 by design while a part is down: not an error.
             return False
 
-    def proc(self, name: str) -> subprocess.Popen[bytes]:
-        assert self.stack is not None
-        return next(p for n, p in self.stack.procs if n == name)
-
     def sigkill(self, name: str) -> list[str]:
         """SIGKILLs a stack process's whole group; returns its command line."""
         assert self.stack is not None
-        old = self.proc(name)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(old.pid, signal.SIGKILL)
-        old.wait()
-        self.stack.procs = [(n, p) for n, p in self.stack.procs if p is not old]
-        return list(old.args)  # type: ignore[arg-type]
+        return self.stack.kill(name)
 
     def respawn(self, name: str) -> None:
         assert self.stack is not None
         self.stack._spawn(name, self.sigkill(name))
         if name == "api":
             self.wait_for("the API's port", 120, lambda: _port_open(self.stack.port))
+
+    def supervise(self) -> None:
+        """Restarts what exited, as `make run` does; a process that may not exit did."""
+        if self.stack is not None:
+            problem = self.stack.supervise()
+            if problem:
+                raise RuntimeError(problem)
 
     def stored_rows(self) -> int:
         assert self.stack is not None
@@ -587,7 +587,7 @@ class Soak:
         for a in live:
             a.stop()
         # Beat first: the worker then finishes what is queued, and the outbox drains.
-        self.stack.procs = [(n, p) for n, p in self.stack.procs if not _stop_if(n, p, "beat")]
+        self.stack.stop_process("beat")
 
         def settled() -> bool:
             undispatched, pending = self.sql(
@@ -599,8 +599,7 @@ class Soak:
             return undispatched == 0 and pending == 0
 
         self.wait_for("every alert event dispatched and delivered", 300, settled)
-        self.stack.procs = [(n, p) for n, p in self.stack.procs
-                            if not _stop_if(n, p, "worker")]
+        self.stack.stop_process("worker")
         if not settled():
             problems.append("alert events left undispatched after the worker stopped")
 
@@ -695,8 +694,19 @@ class Soak:
                 f"alerts {alerts} ({model.summary()}), notifications {len(expected)} "
                 f"({n_dup} duplicated, {len(missing)} missing), 5xx {len(seen)} "
                 f"({'only 503 while the database was down' if not bad else f'{len(bad)} NOT'}),"
-                f" longest recovery {longest:.1f} s")
+                f" longest recovery {longest:.1f} s, restarted after exiting by themselves "
+                f"{self.crashes()}")
         return line, problems
+
+    def crashes(self) -> str:
+        """The stack's processes that exited unasked and were restarted (a library's crash on
+        a lost connection, say): not a failure, since deployments restart them too, but said."""
+        assert self.stack is not None
+        names = [name for name, _code, _at in self.stack.restarts]
+        if not names:
+            return "0"
+        return f"{len(names)} (" + ", ".join(
+            f"{n} x{names.count(n)}" for n in dict.fromkeys(names)) + ")"
 
     def check_alert_model(self) -> ModelCheck:
         """The loss rule's states, window by window, against soak_model's reference (run
@@ -753,20 +763,6 @@ class Soak:
             self.stack.stop()
         if self.spool_disk is not None:
             subprocess.run(["umount", "-l", str(self.spool_disk)], capture_output=True)
-
-
-def _stop_if(name: str, proc: subprocess.Popen[bytes], which: str) -> bool:
-    if name != which:
-        return False
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    return True
 
 
 def _port_open(port: int) -> bool:

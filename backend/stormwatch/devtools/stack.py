@@ -50,6 +50,16 @@ from stormwatch.devtools.services import (
 REPO = Path(__file__).resolve().parents[3]
 VENV_BIN = Path(sys.executable).parent
 DEMO_EGRESS_ALLOW = "127.0.0.0/8,::1"
+# The product's own processes are restarted when they exit, as compose's `restart:
+# unless-stopped` and Kubernetes do: a worker whose broker connection drops while it restores
+# unacknowledged messages can end (kombu's Redis transport, celery/kombu#582), and a local
+# stack must recover from that as a deployment does. Anything else exiting stops the stack.
+RESTARTED = ("api", "worker", "beat")
+# Waits before the 1st, 2nd, ... restart within CRASH_LOOP_WINDOW_S; more than
+# CRASH_LOOP_RESTARTS there is a crash loop (a bad setting), which stops the stack instead.
+RESTART_DELAYS_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+CRASH_LOOP_RESTARTS = 5
+CRASH_LOOP_WINDOW_S = 300.0
 
 
 def log(msg: str) -> None:
@@ -103,6 +113,12 @@ class Stack:
         self.fleet: DemoFleet | None = None
         self.persistent = persistent
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        # How each process was started (command line, environment), for its restarts.
+        self.commands: dict[str, tuple[list[str], dict[str, str] | None]] = {}
+        # Exits of restarted processes: (name, exit code, monotonic time).
+        self.restarts: list[tuple[str, int, float]] = []
+        self._due: dict[str, float] = {}  # name -> monotonic time of its pending restart
+        self.restart_delays_s = RESTART_DELAYS_S
         self.pg: PostgresServer | None = None
         self.redis: RedisServer | None = None
         self.state_file = data_dir / "state.json"
@@ -221,14 +237,64 @@ class Stack:
         proc = subprocess.Popen(args, env=env or self.env, cwd=REPO, stdin=subprocess.DEVNULL,
                                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append((name, proc))
+        self.commands[name] = (list(args), env)
 
-    def check(self) -> str | None:
-        for name, proc in self.procs:
-            if proc.poll() is not None:
-                return f"{name} exited with code {proc.returncode} (see {self.data_dir}/{name}.log)"
+    def supervise(self) -> str | None:
+        """One pass of supervision, called every half second or so: restarts the product's
+        processes that exited (after RESTART_DELAYS_S), and returns why the stack must stop
+        when another process exited or one is crash-looping."""
+        now = time.monotonic()
+        for name, proc in list(self.procs):
+            code = proc.poll()
+            if code is None:
+                continue
+            where = f"see {self.data_dir}/{name}.log"
+            if name not in RESTARTED:
+                return f"{name} exited with code {code} ({where})"
+            self.procs.remove((name, proc))
+            recent = [r for r in self.restarts
+                      if r[0] == name and now - r[2] < CRASH_LOOP_WINDOW_S]
+            if len(recent) >= CRASH_LOOP_RESTARTS:
+                return (f"{name} exited with code {code}, its {len(recent) + 1}th exit in "
+                        f"{CRASH_LOOP_WINDOW_S:.0f} s: not restarting a crash loop ({where})")
+            delays = self.restart_delays_s
+            delay = delays[min(len(recent), len(delays) - 1)]
+            self.restarts.append((name, code, now))
+            self._due[name] = now + delay
+            log(f"{name} exited with code {code} ({where}); restarting it in {delay:g} s")
+        for name, at in list(self._due.items()):
+            if now >= at:
+                del self._due[name]
+                args, env = self.commands[name]
+                self._spawn(name, args, env)
         return None
 
+    def kill(self, name: str) -> list[str]:
+        """SIGKILLs a process's whole group (or cancels its pending restart) and takes it off
+        supervision; returns its command line, to start it again with _spawn."""
+        self._end(name, signal.SIGKILL, 0)
+        return list(self.commands[name][0])
+
+    def stop_process(self, name: str, timeout_s: float = 60) -> None:
+        """Stops one process gracefully (SIGTERM, then SIGKILL after timeout_s) and takes it
+        off supervision."""
+        self._end(name, signal.SIGTERM, timeout_s)
+
+    def _end(self, name: str, sig: signal.Signals, timeout_s: float) -> None:
+        self._due.pop(name, None)
+        for entry in [e for e in self.procs if e[0] == name]:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(entry[1].pid, sig)
+            try:
+                entry[1].wait(timeout_s or None)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(entry[1].pid, signal.SIGKILL)
+                entry[1].wait()
+            self.procs.remove(entry)
+
     def stop(self) -> None:
+        self._due.clear()
         for _name, proc in reversed(self.procs):
             if proc.poll() is None:
                 with contextlib.suppress(ProcessLookupError):
@@ -364,7 +430,7 @@ def main() -> int:
             time.sleep(0.5)  # the flag is read at least every half second
             if stopping:
                 break
-            problem = stack.check()
+            problem = stack.supervise()
             if problem:
                 log(problem)
                 return 1

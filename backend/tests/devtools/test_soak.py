@@ -22,7 +22,8 @@ LINE = re.compile(
     r"lost (?P<lost>\d+) duplicated (?P<dup>\d+) .*alerts (?P<alerts>\d+) \(model agrees on "
     r"(?P<compared>\d+) pair windows.*\), notifications "
     r"(?P<notes>\d+) \((?P<ndup>\d+) duplicated, (?P<nmiss>\d+) missing\), 5xx (?P<e5>\d+) "
-    r"\(only 503 while the database was down\), longest recovery (?P<rec>[\d.]+) s$", re.M)
+    r"\(only 503 while the database was down\), longest recovery (?P<rec>[\d.]+) s, "
+    r"restarted after exiting by themselves (?P<crashes>\d+).*$", re.M)
 
 
 def test_a_three_minute_soak_loses_nothing_duplicates_nothing_and_leaves_no_process() -> None:
