@@ -12,6 +12,7 @@ from stormwatch.models.alerts import Alert, AlertEvent, AlertRule, AlertSeriesSt
 from stormwatch.models.audit import AuditEvent
 from stormwatch.models.base import Base
 from stormwatch.models.export import OtlpExport
+from stormwatch.models.geography import OrgPlace
 from stormwatch.models.jobs import JobRun
 from stormwatch.models.notifications import (
     AlertEventDispatch,
@@ -45,6 +46,7 @@ __all__ = [
     "AccountLink",
     "OidcConfig",
     "OtlpExport",
+    "OrgPlace",
     "OidcLogin",
     "AuditEvent",
     "AdvisorResult",

@@ -281,17 +281,29 @@ class DetourAlternative(BaseModel):
 class Detour(BaseModel):
     src: str = Field(description="source region (or zone)")
     dst: str
-    via: str = Field(description="the middle region whose route matches the direct RTT")
+    src_place: str = Field(description="the source's metro where the org's geography places "
+                           "its region (services/geography), else the region (or zone)")
+    dst_place: str
+    via: str = Field(description="the middle place (metro, region or zone) whose route "
+                     "matches the direct RTT")
+    via_regions: list[str] = Field(description="provider/region of the fleet in that place")
     src_provider: str
     dst_provider: str
     direct_us: float = Field(description="p50 RTT of this path")
     via_us: float = Field(description="best p50 RTT src -> via plus via -> dst")
     legs_us: list[float] = Field(description="the two legs of via_us")
     via_ratio: float = Field(description="via_us / direct_us")
-    best_alternative_us: float = Field(
-        description="best p50 RTT of another path between the same two places")
-    alternative: DetourAlternative
-    excess: float = Field(description="direct_us / best_alternative_us")
+    evidence: list[Literal["comparison", "geography"]] = Field(
+        description="comparison: another path between the same places is min_excess times "
+        "faster; geography: the direct RTT is max_stretch times the physical floor")
+    best_alternative_us: float | None = Field(
+        description="best p50 RTT of another path between the same two places, if any")
+    alternative: DetourAlternative | None
+    excess: float | None = Field(description="direct_us / best_alternative_us")
+    floor_us: float | None = Field(
+        description="the physical floor between the two places (light in fibre over the "
+        "great circle, there and back), where both are placed")
+    stretch: float | None = Field(description="direct_us / floor_us")
 
 
 class DetoursResponse(BaseModel):
@@ -299,7 +311,37 @@ class DetoursResponse(BaseModel):
     level: str
     tolerance: float
     min_excess: float
+    max_stretch: float
     detours: list[Detour]
+
+
+class StretchPair(BaseModel):
+    src_provider: str
+    src: str = Field(description="source region")
+    dst_provider: str
+    dst: str
+    src_metro: str
+    dst_metro: str
+    distance_km: float = Field(description="great-circle distance between the two places")
+    floor_us: float = Field(description="distance_km x fibre_rtt_us_per_km: the fastest round "
+                            "trip physics allows")
+    p50_us: float
+    stretch: float | None = Field(description="p50_us / floor_us; null within one metro "
+                                  "(under 50 km), where the floor says nothing")
+
+
+class UnplacedRegion(BaseModel):
+    provider: str
+    region: str
+
+
+class StretchResponse(BaseModel):
+    source: SourceInfo
+    fibre_rtt_us_per_km: float
+    pairs: list[StretchPair] = Field(description="largest stretch first")
+    unplaced: list[UnplacedRegion] = Field(
+        description="regions of the fleet neither the catalog nor the org places "
+        "(PUT /api/v1/geography/places/{provider}/{region})")
 
 
 class QuorumLatency(SummaryStats):

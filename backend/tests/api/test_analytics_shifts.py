@@ -127,8 +127,10 @@ def test_a_detour_and_an_asymmetry_are_reported(client: httpx.Client,  # noqa: F
     detours = {(d["src"], d["dst"], d["via"]): d for d in r.json()["detours"]}
     # Only EU->AP: its 98 ms matches EU->US->AP (100 ms) and the other direction between
     # the same regions shows a 70 ms route exists.
-    assert set(detours) == {("eu-west-1", "ap-south-1", "us-east-1")}
-    d = detours[("eu-west-1", "ap-south-1", "us-east-1")]
+    # The middle place is the metro us-east-1 stands in (services/geography).
+    assert set(detours) == {("eu-west-1", "ap-south-1", "northern-virginia")}
+    d = detours[("eu-west-1", "ap-south-1", "northern-virginia")]
+    assert d["via_regions"] == ["aws/us-east-1"] and d["evidence"] == ["comparison"]
     assert d["best_alternative_us"] == pytest.approx(70_000, rel=0.03)
     assert d["alternative"]["src"] == "ap-south-1"
     r = client.get("/api/v1/analytics/mesh/asymmetry", headers=headers, params=params)

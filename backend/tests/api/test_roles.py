@@ -125,7 +125,8 @@ ACCESS: dict[tuple[str, str], str] = {
     **{("GET", f"/api/v1/analytics/{p}"): "read" for p in (
         "{kind}/summary", "{kind}/series", "{kind}/series.csv", "{kind}/distribution",
         "{kind}/boxplots", "{kind}/heatmap", "{kind}/level-shifts", "{kind}/cycles",
-        "{kind}/asymmetry", "{kind}/welch", "{kind}/cv-rmse", "mesh/detours", "mesh/loss-reasons",
+        "{kind}/asymmetry", "{kind}/welch", "{kind}/cv-rmse", "mesh/detours", "mesh/stretch",
+        "mesh/loss-reasons",
         "quorum/compare", "storage/comparison", "storage/daily-medians",
         "storage/replication")},
     # The Prometheus scrape target reads like the analyses.
@@ -134,6 +135,9 @@ ACCESS: dict[tuple[str, str], str] = {
     ("PUT", "/api/v1/export/otlp"): "manage",
     ("DELETE", "/api/v1/export/otlp"): "manage",
     ("POST", "/api/v1/export/otlp/test"): "manage",
+    ("GET", "/api/v1/geography/places"): "read",
+    ("PUT", "/api/v1/geography/places/{provider}/{region}"): "manage",
+    ("DELETE", "/api/v1/geography/places/{provider}/{region}"): "manage",
 }
 
 DENIED = {401, 403}

@@ -574,6 +574,41 @@ export interface paths {
         patch: operations["update_storage_target_api_v1_storage_targets__target_id__patch"];
         trace?: never;
     };
+    "/api/v1/geography/places": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where each provider's regions stand: the catalog and the org's own places */
+        get: operations["list_places_api_v1_geography_places_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/geography/places/{provider}/{region}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /** Place a region (add one the catalog lacks, or correct the catalog's) */
+        put: operations["put_place_api_v1_geography_places__provider___region__put"];
+        post?: never;
+        /** Remove the org's own place (the catalog's, if any, applies again) */
+        delete: operations["delete_place_api_v1_geography_places__provider___region__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/analytics/{kind}/summary": {
         parameters: {
             query?: never;
@@ -768,8 +803,25 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Detours: a path as slow as the route through a middle region, while another path between the same regions is faster */
+        /** Detours: a path as slow as the route through a middle place, while another path between the same places is faster or the path is far above its physical floor */
         get: operations["get_detours_api_v1_analytics_mesh_detours_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/mesh/stretch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every region path's distance, physical floor and stretch (p50 / floor) */
+        get: operations["get_stretch_api_v1_analytics_mesh_stretch_get"];
         put?: never;
         post?: never;
         delete?: never;
@@ -3304,10 +3356,22 @@ export interface components {
             /** Dst */
             dst: string;
             /**
+             * Src Place
+             * @description the source's metro where the org's geography places its region (services/geography), else the region (or zone)
+             */
+            src_place: string;
+            /** Dst Place */
+            dst_place: string;
+            /**
              * Via
-             * @description the middle region whose route matches the direct RTT
+             * @description the middle place (metro, region or zone) whose route matches the direct RTT
              */
             via: string;
+            /**
+             * Via Regions
+             * @description provider/region of the fleet in that place
+             */
+            via_regions: string[];
             /** Src Provider */
             src_provider: string;
             /** Dst Provider */
@@ -3333,16 +3397,31 @@ export interface components {
              */
             via_ratio: number;
             /**
-             * Best Alternative Us
-             * @description best p50 RTT of another path between the same two places
+             * Evidence
+             * @description comparison: another path between the same places is min_excess times faster; geography: the direct RTT is max_stretch times the physical floor
              */
-            best_alternative_us: number;
-            alternative: components["schemas"]["DetourAlternative"];
+            evidence: ("comparison" | "geography")[];
+            /**
+             * Best Alternative Us
+             * @description best p50 RTT of another path between the same two places, if any
+             */
+            best_alternative_us: number | null;
+            alternative: components["schemas"]["DetourAlternative"] | null;
             /**
              * Excess
              * @description direct_us / best_alternative_us
              */
-            excess: number;
+            excess: number | null;
+            /**
+             * Floor Us
+             * @description the physical floor between the two places (light in fibre over the great circle, there and back), where both are placed
+             */
+            floor_us: number | null;
+            /**
+             * Stretch
+             * @description direct_us / floor_us
+             */
+            stretch: number | null;
         };
         /** DetourAlternative */
         DetourAlternative: {
@@ -3364,6 +3443,8 @@ export interface components {
             tolerance: number;
             /** Min Excess */
             min_excess: number;
+            /** Max Stretch */
+            max_stretch: number;
             /** Detours */
             detours: components["schemas"]["Detour"][];
         };
@@ -4843,6 +4924,50 @@ export interface components {
              */
             false_alarm_probability: number;
         };
+        /** PlaceIn */
+        PlaceIn: {
+            /**
+             * Location
+             * @description where the region is, in words (e.g. 'Frankfurt office')
+             */
+            location: string;
+            /**
+             * Metro
+             * @description the city it stands in, lowercase with dashes; regions of any provider in one metro are compared as one place (e.g. dublin)
+             */
+            metro: string;
+            /**
+             * Lat
+             * @description latitude, degrees north
+             */
+            lat: number;
+            /**
+             * Lon
+             * @description longitude, degrees east
+             */
+            lon: number;
+        };
+        /** PlacePublic */
+        PlacePublic: {
+            /** Provider */
+            provider: string;
+            /** Region */
+            region: string;
+            /** Location */
+            location: string;
+            /** Metro */
+            metro: string;
+            /** Lat */
+            lat: number;
+            /** Lon */
+            lon: number;
+            /**
+             * Source
+             * @description catalog: the providers' published list; org: added or corrected by the org
+             * @enum {string}
+             */
+            source: "catalog" | "org";
+        };
         /** PlacementData */
         PlacementData: {
             /** Rtt Mean Ms */
@@ -4934,6 +5059,28 @@ export interface components {
             policies: components["schemas"]["PolicyResult"][];
             /** Throughput Measured */
             throughput_measured: boolean;
+        };
+        /** PlacesResponse */
+        PlacesResponse: {
+            /**
+             * Catalog As Of
+             * @description when the catalog was taken from the providers' pages (backend/stormwatch/services/geography/regions.csv)
+             */
+            catalog_as_of: string;
+            /**
+             * Fibre Rtt Us Per Km
+             * @description round trip per km of great-circle distance used for the physical floor
+             */
+            fibre_rtt_us_per_km: number;
+            /** Places */
+            places: components["schemas"]["PlacePublic"][];
+            /**
+             * Unplaced
+             * @description provider and region of agents of the org that no place covers
+             */
+            unplaced: {
+                [key: string]: string;
+            }[];
         };
         /** PolicyResult */
         PolicyResult: {
@@ -5791,6 +5938,57 @@ export interface components {
             /** Credentials */
             credentials?: (components["schemas"]["EnvCredentials"] | components["schemas"]["FileCredentials"] | components["schemas"]["InlineCredentials"] | components["schemas"]["NoCredentials"]) | null;
         };
+        /** StretchPair */
+        StretchPair: {
+            /** Src Provider */
+            src_provider: string;
+            /**
+             * Src
+             * @description source region
+             */
+            src: string;
+            /** Dst Provider */
+            dst_provider: string;
+            /** Dst */
+            dst: string;
+            /** Src Metro */
+            src_metro: string;
+            /** Dst Metro */
+            dst_metro: string;
+            /**
+             * Distance Km
+             * @description great-circle distance between the two places
+             */
+            distance_km: number;
+            /**
+             * Floor Us
+             * @description distance_km x fibre_rtt_us_per_km: the fastest round trip physics allows
+             */
+            floor_us: number;
+            /** P50 Us */
+            p50_us: number;
+            /**
+             * Stretch
+             * @description p50_us / floor_us; null within one metro (under 50 km), where the floor says nothing
+             */
+            stretch: number | null;
+        };
+        /** StretchResponse */
+        StretchResponse: {
+            source: components["schemas"]["SourceInfo"];
+            /** Fibre Rtt Us Per Km */
+            fibre_rtt_us_per_km: number;
+            /**
+             * Pairs
+             * @description largest stretch first
+             */
+            pairs: components["schemas"]["StretchPair"][];
+            /**
+             * Unplaced
+             * @description regions of the fleet neither the catalog nor the org places (PUT /api/v1/geography/places/{provider}/{region})
+             */
+            unplaced: components["schemas"]["UnplacedRegion"][];
+        };
         /** Summary */
         Summary: {
             /**
@@ -6184,6 +6382,13 @@ export interface components {
              * @description volume the direction moved before the switch
              */
             bytes_before: number;
+        };
+        /** UnplacedRegion */
+        UnplacedRegion: {
+            /** Provider */
+            provider: string;
+            /** Region */
+            region: string;
         };
         /** UserCreate */
         UserCreate: {
@@ -9251,6 +9456,191 @@ export interface operations {
             };
         };
     };
+    list_places_api_v1_geography_places_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlacesResponse"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_place_api_v1_geography_places__provider___region__put: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                provider: string;
+                region: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PlaceIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PlacePublic"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_place_api_v1_geography_places__provider___region__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                provider: string;
+                region: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     get_summary_api_v1_analytics__kind__summary_get: {
         parameters: {
             query?: {
@@ -10268,10 +10658,12 @@ export interface operations {
         parameters: {
             query?: {
                 level?: string;
-                /** @description how much faster than the route through the middle region the direct path may be */
+                /** @description how much faster than the route through the middle place the direct path may be */
                 tolerance?: number;
                 /** @description how many times slower than the best other path between the same places */
                 min_excess?: number;
+                /** @description how many times its physical floor a path's RTT must be for geography alone to be evidence */
+                max_stretch?: number;
                 /** @description UTC; default end - 1 h */
                 start?: string | null;
                 /** @description UTC; default now */
@@ -10315,6 +10707,92 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DetoursResponse"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_stretch_api_v1_analytics_mesh_stretch_get: {
+        parameters: {
+            query?: {
+                /** @description UTC; default end - 1 h */
+                start?: string | null;
+                /** @description UTC; default now */
+                end?: string | null;
+                /** @description agent ids; every agent of a series must be one of them */
+                agents?: string[] | null;
+                /** @description source agent ids (the agent for quorum and storage) */
+                src?: string[] | null;
+                /** @description destination agent ids */
+                dst?: string[] | null;
+                regions?: string[] | null;
+                /** @description zones as provider/region/zone keys (the zone heatmap's), since zone names repeat across regions and providers */
+                zones?: string[] | null;
+                providers?: string[] | null;
+                /** @description self, same_subnet, cross_subnet, cross_az, cross_region, cross_provider */
+                topology_class?: string[] | null;
+                payload_bytes?: string[] | null;
+                /** @description auto: raw up to 3 h for a few series (15 min fleet-wide); otherwise the finest rollup level (1m, 5m, 1h, 1d) whose rows for the selected series stay within 50 000, and with windows the coarsest level dividing window_s */
+                resolution?: "auto" | "raw" | "1m" | "5m" | "1h" | "1d";
+                target?: string[] | null;
+                op?: string[] | null;
+                variant?: string[] | null;
+                content?: string[] | null;
+                size_bytes?: string[] | null;
+                copies?: string[] | null;
+                concurrency?: string[] | null;
+                group_name?: string[] | null;
+                proto?: string[] | null;
+                direction?: string[] | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StretchResponse"];
                 };
             };
             /** @description Missing, unknown, revoked or expired credential */

@@ -27,6 +27,7 @@ from stormwatch.schemas.analytics import (
     StorageComparisonResponse,
     StorageDailyMediansResponse,
     StorageReplicationResponse,
+    StretchResponse,
     SummaryResponse,
     WelchResponse,
 )
@@ -288,18 +289,28 @@ async def get_cv_rmse(kind: PairKind, principal: OrgPrincipalDep, session: Sessi
 
 
 @router.get("/mesh/detours", response_model=DetoursResponse,
-            summary="Detours: a path as slow as the route through a middle region, while "
-            "another path between the same regions is faster")
+            summary="Detours: a path as slow as the route through a middle place, while "
+            "another path between the same places is faster or the path is far above its "
+            "physical floor")
 async def get_detours(principal: OrgPrincipalDep, session: SessionDep, f: FiltersDep,
                       level: str = "region",
                       tolerance: Annotated[float, Query(
                           gt=0, lt=0.1, description="how much faster than the route through "
-                          "the middle region the direct path may be")] = 0.05,
+                          "the middle place the direct path may be")] = 0.05,
                       min_excess: Annotated[float, Query(
                           gt=1, description="how many times slower than the best other path "
-                          "between the same places")] = 1.25) -> Any:
+                          "between the same places")] = 1.25,
+                      max_stretch: Annotated[float, Query(
+                          ge=1.5, description="how many times its physical floor a path's "
+                          "RTT must be for geography alone to be evidence")] = 2.0) -> Any:
     return await _run(analyses.detours(session, principal.org_id, f, level, tolerance,
-                                       min_excess))
+                                       min_excess, max_stretch))
+
+
+@router.get("/mesh/stretch", response_model=StretchResponse,
+            summary="Every region path's distance, physical floor and stretch (p50 / floor)")
+async def get_stretch(principal: OrgPrincipalDep, session: SessionDep, f: FiltersDep) -> Any:
+    return await _run(analyses.stretch(session, principal.org_id, f))
 
 
 @router.get("/mesh/loss-reasons", response_model=LossReasonsResponse,

@@ -40,10 +40,14 @@ from stormwatch.services.analytics.stats import (
     pct_label,
     welch_t_test,
 )
+from stormwatch.services.geography.catalog import FIBRE_RTT_US_PER_KM, floor_rtt_us
+from stormwatch.services.geography.places import load_geography
 
 MAX_WINDOWS = 20_000
 # Level shifts and cycles return one median per window: two weeks of 30 s windows.
 MAX_LEVEL_WINDOWS = 2 * 7 * 2880
+# Regions closer than this share a metro: their floor is too small to divide by.
+MIN_STRETCH_KM = 50.0
 
 
 def _label(g: Hashable) -> Any:
@@ -474,9 +478,10 @@ async def asymmetry(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filt
 
 
 async def detours(session: AsyncSession, org_id: uuid.UUID, f: Filters, level: str,
-                  tolerance: float, min_excess: float) -> dict[str, Any]:
-    """Seed 004 §IV-B by physics and comparison (`services/analytics/detours.py`): median
-    RTTs per path (places at `level`, region or zone, and the two ends' providers)."""
+                  tolerance: float, min_excess: float, max_stretch: float) -> dict[str, Any]:
+    """Seed 004 §IV-B by physics, comparison and geography (`services/analytics/detours.py`):
+    median RTTs per path (places at `level`, region or zone, and the two ends' providers);
+    at region level each region stands in its metro where the org's geography places it."""
     if level not in ("region", "zone"):
         raise QueryError("level", "level must be region or zone")
     fleet = await load_fleet(session, org_id)
@@ -485,11 +490,52 @@ async def detours(session: AsyncSession, org_id: uuid.UUID, f: Filters, level: s
         fleet.level_of(k[0], "provider"), fleet.level_of(k[1], "provider")), fleet)
     keys = sorted(g.groups, key=str)
     p50 = g.quantiles(keys, [0.5])[:, 0]
-    paths = [PathRtt(*path_key(*k), rtt_us=float(v))
-             for k, v in zip(keys, p50, strict=True) if np.isfinite(v)]
+    geo = await load_geography(session, org_id) if level == "region" else None
+    paths = []
+    for k, v in zip(keys, p50, strict=True):
+        if not np.isfinite(v):
+            continue
+        src, dst, sp, dp = path_key(*k)
+        places = ((geo.metro(sp, src), geo.metro(dp, dst)) if geo is not None else ("", ""))
+        paths.append(PathRtt(src, dst, sp, dp, float(v), *places))
+    floors = geo.metro_floors_us({x for p in paths for x in (p.a, p.b)}) if geo else None
     return {"source": g.source.as_dict(), "level": level, "tolerance": tolerance,
-            "min_excess": min_excess,
-            "detours": find_detours(paths, tolerance=tolerance, min_excess=min_excess)}
+            "min_excess": min_excess, "max_stretch": max_stretch,
+            "detours": find_detours(paths, tolerance=tolerance, min_excess=min_excess,
+                                    floors_us=floors, max_stretch=max_stretch)}
+
+
+async def stretch(session: AsyncSession, org_id: uuid.UUID, f: Filters) -> dict[str, Any]:
+    """Every region path's distance, its physical floor (light in fibre over the great
+    circle, there and back) and its stretch, p50 RTT / floor; regions the org's geography
+    does not place are listed apart."""
+    fleet = await load_fleet(session, org_id)
+    g = await load_grouped(session, org_id, "mesh", f, lambda k: (
+        fleet.level_of(k[0], "provider"), fleet.level_of(k[0], "region"),
+        fleet.level_of(k[1], "provider"), fleet.level_of(k[1], "region")), fleet)
+    keys = sorted(g.groups, key=str)
+    p50 = g.quantiles(keys, [0.5])[:, 0]
+    geo = await load_geography(session, org_id)
+    pairs: list[dict[str, Any]] = []
+    unplaced: set[tuple[str, str]] = set()
+    for (sp, src, dp, dst), v in zip(keys, p50, strict=True):
+        a, b = geo.place(str(sp), str(src)), geo.place(str(dp), str(dst))
+        for prov, reg, p in ((sp, src, a), (dp, dst, b)):
+            if p is None:
+                unplaced.add((str(prov), str(reg)))
+        if a is None or b is None or not np.isfinite(v):
+            continue
+        km = geo.distance_km(a, b)
+        floor = floor_rtt_us(km)
+        pairs.append({"src_provider": str(sp), "src": str(src), "dst_provider": str(dp),
+                      "dst": str(dst), "src_metro": a.metro, "dst_metro": b.metro,
+                      "distance_km": km, "floor_us": floor, "p50_us": float(v),
+                      # Within one metro the floor is a few µs: a ratio to it says nothing.
+                      "stretch": float(v) / floor if km >= MIN_STRETCH_KM else None})
+    pairs.sort(key=lambda p: -(p["stretch"] or 0))
+    return {"source": g.source.as_dict(), "fibre_rtt_us_per_km": FIBRE_RTT_US_PER_KM,
+            "pairs": pairs, "unplaced": [{"provider": p, "region": r}
+                                         for p, r in sorted(unplaced)]}
 
 
 async def welch(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters, group_by: str,

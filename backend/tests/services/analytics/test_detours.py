@@ -58,3 +58,53 @@ def test_without_another_path_between_the_regions_nothing_is_judged() -> None:
              PathRtt("us", "ap", "aws", "aws", 215_000.0),
              PathRtt("eu", "ap", "aws", "aws", 288_000.0)]
     assert find_detours(paths) == []
+
+
+# Great-circle floors (µs of round trip) between three metros: London, N. Virginia, Singapore.
+FLOORS_US = {("london", "northern-virginia"): 59_200.0, ("london", "singapore"): 108_500.0,
+             ("northern-virginia", "singapore"): 155_400.0}
+
+
+def metros(provider: str, london_singapore_ms: float) -> list[PathRtt]:
+    regions = {"aws": {"london": "eu-west-2", "northern-virginia": "us-east-1",
+                       "singapore": "ap-southeast-1"},
+               "gcp": {"london": "europe-west2", "northern-virginia": "us-east4",
+                       "singapore": "asia-southeast1"}}[provider]
+    ms = {("london", "northern-virginia"): 76, ("northern-virginia", "singapore"): 215,
+          ("london", "singapore"): london_singapore_ms}
+    return [PathRtt(regions[s], regions[d], provider, provider, v * 1000.0, s, d)
+            for (a, b), v in ms.items() for s, d in ((a, b), (b, a))]
+
+
+def test_with_one_provider_geography_alone_is_evidence_of_a_detour() -> None:
+    # London-Singapore at 288 ms is 2.65 times its floor and matches 76 + 215 ms through
+    # Virginia; the only other path between London and Singapore is the way back, as slow.
+    found = find_detours(metros("aws", 288), floors_us=FLOORS_US)
+    assert {(d["src"], d["dst"]) for d in found} == {("eu-west-2", "ap-southeast-1"),
+                                                    ("ap-southeast-1", "eu-west-2")}
+    for d in found:
+        assert d["via"] == "northern-virginia" and d["via_regions"] == ["aws/us-east-1"]
+        assert d["evidence"] == ["geography"]
+        assert d["stretch"] == pytest.approx(288 / 108.5)
+        assert (d["alternative"]["src"], d["excess"]) == (d["dst"], 1.0)
+    # Without the floors there is no evidence either way.
+    assert find_detours(metros("aws", 288)) == []
+
+
+def test_a_direct_path_near_its_floor_is_no_detour_and_proves_the_other_providers_one() -> None:
+    # gcp's 165 ms is 1.52 times the floor: direct. aws's 288 ms between the same metros
+    # (other region names) is a detour by both comparison and geography.
+    found = find_detours(metros("aws", 288) + metros("gcp", 165), floors_us=FLOORS_US)
+    assert {(d["src_provider"], d["src_place"], d["dst_place"]) for d in found} == {
+        ("aws", "london", "singapore"), ("aws", "singapore", "london")}
+    for d in found:
+        assert d["evidence"] == ["comparison", "geography"]
+        assert d["best_alternative_us"] == 165_000
+        assert d["alternative"]["src_provider"] == "gcp"
+        assert d["via_regions"] == ["aws/us-east-1", "gcp/us-east4"]
+
+
+def test_a_slow_path_no_middle_place_explains_is_not_a_detour_by_geography() -> None:
+    # London-Singapore at 250 ms: 2.3 times its floor, but 14% faster than the route
+    # through Virginia (291 ms), so it does not go there.
+    assert find_detours(metros("aws", 250), floors_us=FLOORS_US) == []
