@@ -107,6 +107,19 @@ describe("dashboard", { timeout: 600_000 }, () => {
     await shot("03-overview-nodes-p9999");
   });
 
+  step("the map places the seeded regions by their metros and ranks paths by stretch", async () => {
+    const map = card("Regions on the map");
+    // Recharts draws each metro's label in the SVG, from the catalog's coordinates.
+    for (const metro of ["dublin", "northern-virginia", "tokyo"]) await map.locator("svg text", { hasText: new RegExp(`^${metro}$`) }).first().waitFor();
+    // Dublin-Tokyo, about 9,600 km: the seeded 205 ms is twice its fibre floor, the most of any.
+    const first = await map.getByRole("list", { name: "Paths by stretch" }).getByRole("listitem").first().innerText();
+    assert.match(first, /^(aws\/eu-west-1 → gcp\/asia-northeast1|gcp\/asia-northeast1 → aws\/eu-west-1): .* over 9,\d{3} km, 2\.\d\d× its floor of 9\d(\.\d)?\s?ms$/);
+    await map.getByRole("button", { name: "p50 RTT" }).click();
+    await map.getByText(/^Colour: p50 RTT from/).waitFor();
+    await map.scrollIntoViewIfNeeded();
+    await shot("04a-overview-map");
+  });
+
   step("the jitter heatmap says it shows the standard deviation of RTT", async () => {
     const jitter = page.getByRole("button", { name: "jitter (σ)" });
     assert.match((await jitter.getAttribute("title")) ?? "", /standard deviation of RTT/);

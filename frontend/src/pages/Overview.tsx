@@ -5,6 +5,7 @@ import { getHeatmap } from "../api/analytics";
 import type { HeatStat, Level } from "../api/models";
 import { Heatmap } from "../components/heatmap/Heatmap";
 import { OverviewPanels } from "../components/overview/Panels";
+import { RegionMap } from "../components/overview/RegionMap";
 import { Async, Card } from "../components/common/State";
 import { follow } from "../components/common/Link";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
@@ -76,6 +77,7 @@ export default function Overview() {
         </Async>
       </Card>
       <OverviewPanels nowMs={Math.floor(Date.now() / 60_000) * 60_000} />
+      <RegionMap range={range.window} rangeKey={range.key} />
     </>
   );
 }
