@@ -81,7 +81,7 @@ if [ "$purpose" = test ]; then
   # helm for the chart's checks: built from its Go module once per machine (scripts/helm.sh).
   if command -v go >/dev/null && ! command -v helm >/dev/null; then
     say "helm (built from its Go module into ~/.cache/stormwatch when not there yet)"
-    quiet scripts/helm.sh
+    quiet scripts/helm.sh >/dev/null  # it prints the binary's path, which check.sh reads
   fi
   # Object-storage emulators for the storage-probe tests (moto, Azurite, fake-gcs-server).
   say "storage emulators (moto, Azurite, fake-gcs-server)"
