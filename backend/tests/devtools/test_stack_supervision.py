@@ -38,16 +38,22 @@ def spawn(stack: Stack, name: str, tmp_path: Path, crashes: int) -> Path:
     return starts
 
 
-def supervise_until(stack: Stack, done: Callable[[], bool], timeout_s: float = 30) -> list[str]:
+def supervise_until(stack: Stack, done: Callable[[], bool], timeout_s: float = 30,
+                    stop_at_problem: bool = False) -> list[str]:
+    """Supervises until done() (or, asked, the first problem); returns the problems seen."""
     problems: list[str] = []
     deadline = time.monotonic() + timeout_s
-    while not done():
+    while not done() and not (stop_at_problem and problems):
         assert time.monotonic() < deadline, f"not done; restarts {stack.restarts}"
         problem = stack.supervise()
         if problem:
             problems.append(problem)
         time.sleep(0.02)
     return problems
+
+
+def first_problem(stack: Stack, timeout_s: float = 60) -> str:
+    return supervise_until(stack, lambda: False, timeout_s, stop_at_problem=True)[0]
 
 
 def test_a_worker_that_exits_is_started_again_with_its_command_and_environment(tmp_path):
@@ -64,14 +70,6 @@ def test_a_worker_that_exits_is_started_again_with_its_command_and_environment(t
         assert stack.supervise() is None
     finally:
         stack.stop()
-
-
-def first_problem(stack: Stack, timeout_s: float = 60) -> str:
-    deadline = time.monotonic() + timeout_s
-    while (problem := stack.supervise()) is None:
-        assert time.monotonic() < deadline, f"no problem; restarts {stack.restarts}"
-        time.sleep(0.02)
-    return problem
 
 
 def test_a_crash_loop_stops_the_stack_with_the_reason(tmp_path):
