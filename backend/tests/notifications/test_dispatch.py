@@ -5,10 +5,12 @@ servers; the outbox runs on the test database."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -20,6 +22,7 @@ from sqlalchemy import Engine, text
 from stormwatch.core.config import Settings
 from stormwatch.core.db import get_sync_engine
 from stormwatch.services.notify import dispatch
+from stormwatch.services.notify import plan as plan_module
 from tests.conftest import LOOPBACK_ALLOWED, REPO, Services
 from tests.notifications.conftest import (
     Org,
@@ -354,6 +357,99 @@ def test_fired_and_resolved_in_one_cycle_is_told_once_whatever_order_the_events_
         run_dispatch()
     [msg] = payloads(hook)
     assert msg["type"] == "alert.resolved"
+    assert outcomes(db, rule) == ["notified", "notified"]
+
+
+def test_planning_one_pass_gives_the_same_messages_whatever_order_its_events_come_in(
+        settings: Settings, org: Org, db: Engine) -> None:
+    """Every order of one pass's events (a firing and its resolution, a lone firing, and a
+    resolution whose firing an earlier pass told) is planned alike: one cycle's events share
+    created_at, so the order PostgreSQL returns them in is not theirs to choose (e19d223
+    fixed one such dependence). All 24 orders, each planned and rolled back."""
+    with HttpReceiver() as hook:
+        ch, hook.secret = org.webhook(hook.url)
+        rule = add_rule(db, org.id, [ch])
+        told = fire(db, org.id, rule, "c -> d", 800.0)
+        run_dispatch()  # its firing told in an earlier pass
+        a = fire(db, org.id, rule, "a -> b", 700.0)
+        resolve(db, a)
+        fire(db, org.id, rule, "e -> f", 600.0)
+        resolve(db, told)
+    select = (
+        "SELECT e.id, e.org_id, e.rule_id, e.alert_id, e.kind, e.at, e.evidence "
+        "FROM alert_events e WHERE e.rule_id = :r AND NOT EXISTS "
+        "(SELECT 1 FROM alert_event_dispatches d WHERE d.event_id = e.id)")
+    with db.connect() as c:
+        events = c.execute(text(select), {"r": rule}).mappings().all()
+    assert len(events) == 4
+
+    def planned(order: tuple[int, ...]) -> frozenset[tuple[Any, ...]]:
+        with db.connect() as c, c.begin() as tx:
+            plan_module._plan_events(c, [events[i] for i in order], datetime.now(UTC))
+            rows = c.execute(text(
+                "SELECT e.alert_id, e.kind, d.outcome, n.kind, n.alert_ids "
+                "FROM alert_event_dispatches d JOIN alert_events e ON e.id = d.event_id "
+                "LEFT JOIN notifications n ON n.id = d.notification_id "
+                "WHERE e.rule_id = :r AND e.id = ANY(:ids)"),
+                {"r": rule, "ids": [e["id"] for e in events]}).all()
+            tx.rollback()
+        return frozenset((r[0], r[1], r[2], r[3], frozenset(r[4] or ())) for r in rows)
+
+    first = planned(tuple(range(len(events))))
+    assert len(first) == len(events)  # every event judged, in every order below too
+    for order in itertools.permutations(range(len(events))):
+        assert planned(order) == first, f"events in the order {order} planned otherwise"
+    assert outcomes(db, rule) == ["notified"]  # only the earlier pass's, all rolled back
+
+
+def test_planners_take_turns_so_one_cycle_is_never_told_in_two_messages(
+        settings: Settings, org: Org, db: Engine) -> None:
+    """A planner mid-claim holds the planners' lock and has locked one of a cycle's two
+    firings: a second planner waits for it rather than skip that row and tell the other
+    alert alone (5410809). Synchronised on the second planner's backend waiting on a lock."""
+    with HttpReceiver() as hook:
+        ch, hook.secret = org.webhook(hook.url)
+        rule = add_rule(db, org.id, [ch])
+        a1 = fire(db, org.id, rule, "a -> b", 700.0)
+        fire(db, org.id, rule, "c -> d", 650.0)
+        first = db.connect()
+        second: dict[str, Any] = {}
+
+        def plan_second() -> None:
+            try:
+                second["made"] = run_dispatch()["made"]
+            except BaseException as exc:  # re-raised in the test's thread
+                second["error"] = exc
+
+        thread = threading.Thread(target=plan_second)
+        try:
+            with first.begin():  # the first planner, as plan() claims: lock, then rows
+                first.execute(text(
+                    "SELECT pg_advisory_xact_lock(hashtext('stormwatch.notify.plan'))"))
+                first.execute(text("SELECT id FROM alert_events WHERE alert_id = :a "
+                                   "FOR UPDATE"), {"a": a1})
+                thread.start()
+
+                def waiting_or_done() -> bool:
+                    with db.connect() as c:
+                        waits = c.execute(text(
+                            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = "
+                            "'Lock' AND query LIKE '%pg_advisory_xact_lock%' AND pid <> "
+                            "pg_backend_pid()")).scalar_one()
+                    return bool(waits) or not thread.is_alive()
+
+                wait_until("the second planner to wait on a lock or finish", 30,
+                           waiting_or_done)
+                assert thread.is_alive(), (
+                    f"the second planner did not wait for the first: {second}")
+            thread.join(60)
+        finally:
+            first.close()
+        assert "error" not in second, second.get("error")
+        run_dispatch()
+        [msg] = payloads(hook)
+    assert msg["type"] == "alert.firing"
+    assert {a["series"] for a in msg["data"]["alerts"]} == {"a -> b", "c -> d"}, msg
     assert outcomes(db, rule) == ["notified", "notified"]
 
 
