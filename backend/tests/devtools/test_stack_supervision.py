@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+import pytest
 
 from stormwatch.devtools.stack import CRASH_LOOP_RESTARTS, Stack
 
@@ -24,11 +26,14 @@ time.sleep(300)
 """
 
 
-def a_stack(tmp_path: Path) -> Stack:
-    stack = Stack(tmp_path, 0, False, None, False)
-    stack.env = {"PATH": "/usr/bin:/bin"}
-    stack.restart_delays_s = (0.05, 0.1)
-    return stack
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    """A stack with no servers, short restart delays, and every process stopped after."""
+    s = Stack(tmp_path, 0, False, None, False)
+    s.env = {"PATH": "/usr/bin:/bin"}
+    s.restart_delays_s = (0.05, 0.1)
+    yield s
+    s.stop()
 
 
 def spawn(stack: Stack, name: str, tmp_path: Path, crashes: int) -> Path:
@@ -56,61 +61,47 @@ def first_problem(stack: Stack, timeout_s: float = 60) -> str:
     return supervise_until(stack, lambda: False, timeout_s, stop_at_problem=True)[0]
 
 
-def test_a_worker_that_exits_is_started_again_with_its_command_and_environment(tmp_path):
-    stack = a_stack(tmp_path)
-    try:
-        starts = spawn(stack, "worker", tmp_path, crashes=2)
-        problems = supervise_until(stack, lambda: starts.exists()
-                                   and len(starts.read_text().split()) == 3)
-        assert problems == []
-        assert starts.read_text().split() == ["worker-env"] * 3
-        assert [(name, code) for name, code, _ in stack.restarts] == [("worker", 3)] * 2
-        (name, proc), = stack.procs
-        assert name == "worker" and proc.poll() is None
-        assert stack.supervise() is None
-    finally:
-        stack.stop()
+def test_a_worker_that_exits_is_started_again_with_its_command_and_environment(
+        stack: Stack, tmp_path: Path) -> None:
+    starts = spawn(stack, "worker", tmp_path, crashes=2)
+    problems = supervise_until(stack, lambda: starts.exists()
+                               and len(starts.read_text().split()) == 3)
+    assert problems == []
+    assert starts.read_text().split() == ["worker-env"] * 3
+    assert [(name, code) for name, code, _ in stack.restarts] == [("worker", 3)] * 2
+    (name, proc), = stack.procs
+    assert name == "worker" and proc.poll() is None
+    assert stack.supervise() is None
 
 
-def test_a_crash_loop_stops_the_stack_with_the_reason(tmp_path):
-    stack = a_stack(tmp_path)
-    try:
-        starts = spawn(stack, "beat", tmp_path, crashes=1000)
-        problem = first_problem(stack)
-        assert "beat exited with code 3" in problem and "crash loop" in problem
-        assert len(stack.restarts) == CRASH_LOOP_RESTARTS
-        assert len(starts.read_text().split()) == CRASH_LOOP_RESTARTS + 1
-        assert stack.procs == [] and not stack._due
-    finally:
-        stack.stop()
+def test_a_crash_loop_stops_the_stack_with_the_reason(stack: Stack, tmp_path: Path) -> None:
+    starts = spawn(stack, "beat", tmp_path, crashes=1000)
+    problem = first_problem(stack)
+    assert "beat exited with code 3" in problem and "crash loop" in problem
+    assert len(stack.restarts) == CRASH_LOOP_RESTARTS
+    assert len(starts.read_text().split()) == CRASH_LOOP_RESTARTS + 1
+    assert stack.procs == [] and not stack._due
 
 
-def test_any_other_process_that_exits_stops_the_stack(tmp_path):
-    stack = a_stack(tmp_path)
-    try:
-        spawn(stack, "emulator", tmp_path, crashes=1)
-        assert first_problem(stack).startswith("emulator exited with code 3")
-        assert stack.restarts == []
-    finally:
-        stack.stop()
+def test_any_other_process_that_exits_stops_the_stack(stack: Stack, tmp_path: Path) -> None:
+    spawn(stack, "emulator", tmp_path, crashes=1)
+    assert first_problem(stack).startswith("emulator exited with code 3")
+    assert stack.restarts == []
 
 
-def test_a_process_killed_on_purpose_is_not_restarted_behind_the_killer(tmp_path):
-    stack = a_stack(tmp_path)
-    try:
-        starts = spawn(stack, "api", tmp_path, crashes=1)
-        # Its exit seen and its restart pending: a kill now cancels that restart.
-        supervise_until(stack, lambda: "api" in stack._due)
-        args = stack.kill("api")
-        assert args[:2] == [sys.executable, "-c"]
-        assert stack.supervise() is None
-        assert stack.procs == [] and not stack._due
-        # A running one: SIGKILLed, gone from the processes, nothing pending.
-        stack._spawn("api", args, stack.commands["api"][1])
-        supervise_until(stack, lambda: len(starts.read_text().split()) == 2)
-        (_, proc), = stack.procs
-        stack.kill("api")
-        assert proc.returncode == -9
-        assert stack.supervise() is None and stack.procs == [] and not stack._due
-    finally:
-        stack.stop()
+def test_a_process_killed_on_purpose_is_not_restarted_behind_the_killer(
+        stack: Stack, tmp_path: Path) -> None:
+    starts = spawn(stack, "api", tmp_path, crashes=1)
+    # Its exit seen and its restart pending: a kill now cancels that restart.
+    supervise_until(stack, lambda: "api" in stack._due)
+    args = stack.kill("api")
+    assert args[:2] == [sys.executable, "-c"]
+    assert stack.supervise() is None
+    assert stack.procs == [] and not stack._due
+    # A running one: SIGKILLed, gone from the processes, nothing pending.
+    stack._spawn("api", args, stack.commands["api"][1])
+    supervise_until(stack, lambda: len(starts.read_text().split()) == 2)
+    (_, proc), = stack.procs
+    stack.kill("api")
+    assert proc.returncode == -9
+    assert stack.supervise() is None and stack.procs == [] and not stack._due
