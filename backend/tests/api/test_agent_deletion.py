@@ -4,6 +4,8 @@ it "<name> (deleted)" or, when purged, no longer hold its samples."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -106,6 +108,45 @@ def test_a_deleted_agent_s_token_is_told_it_was_deleted(api, db, fleet):
     back = enroll(api, org.enrollment_token, gone.name, provider="aws", region="eu-west-1",
                   zone="eu-west-1a")
     assert api.get("/api/v1/agent/config", headers=back.headers).status_code == 200
+
+
+def test_an_agent_deleted_while_its_batch_is_in_flight_is_told_so_and_nothing_is_stored(
+        api_server, db, fleet):
+    """The batch is authenticated before the deletion commits and stored after: its batch
+    row's key share on the agent waits for the deletion, then finds it gone. That was a 500
+    (ForeignKeyViolationError, found by the soak, seed 453322709); it is the agent's 410.
+    Synchronised on the request's backend waiting on the deletion's lock."""
+    org, agents = fleet
+    gone = agents[2]
+    answer: dict[str, object] = {}
+    deleting = db.connect()
+    tx = deleting.begin()
+    try:
+        deleting.execute(text("DELETE FROM agents WHERE id = :a"), {"a": gone.agent_id})
+
+        def post() -> None:
+            with api_server.client() as c:
+                r = post_batch(c, gone, mesh_batch(gone, [a.agent_id for a in agents], rounds=5))
+                answer["status"], answer["body"] = r.status_code, r.json()
+
+        thread = threading.Thread(target=post)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while count(db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                        "AND datname = current_database()") == 0:
+            assert thread.is_alive(), f"the batch did not wait for the deletion: {answer}"
+            assert time.monotonic() < deadline, "the batch never waited for the deletion"
+            time.sleep(0.02)
+        tx.commit()
+        thread.join(30)
+    finally:
+        deleting.close()
+    assert answer["status"] == 410, answer
+    assert str(answer["body"]["detail"]).startswith("agent_deleted")  # type: ignore[index]
+    assert count(db, "SELECT count(*) FROM mesh_samples WHERE src_agent_id = :a",
+                 a=gone.agent_id) == 0
+    assert count(db, "SELECT count(*) FROM ingest_batches WHERE agent_id = :a",
+                 a=gone.agent_id) == 0
 
 
 def _post_fleet_samples(api, agents, start_us: int) -> None:

@@ -95,13 +95,11 @@ def test_fifty_wrong_logins_lock_the_account_and_a_right_one_waits(server, make_
         answers = fifty_guesses(clients, org.email)
         assert_throttled(answers)
         # Past 10 failures the lock holds: the right password is refused like a wrong one.
-        deadline = time.monotonic() + 60
-        while True:
-            wrong, right = guess(clients[0], org.email), guess(clients[0], org.email, org.password)
-            if wrong.status_code == 429 and right.status_code == 429:
-                break
-            assert right.status_code in (401, 429) and right.status_code != 200, right.text
-            assert time.monotonic() < deadline, "the account never locked"
+        # Guessing on until it does: under load, some of the fifty came after a backoff had
+        # run out, and a right password then, before the lock, rightly logs in.
+        lock_out(clients[0], org.email)
+        wrong, right = guess(clients[0], org.email), guess(clients[0], org.email, org.password)
+        assert (wrong.status_code, right.status_code) == (429, 429), right.text
         assert shape(right) == shape(wrong)
         assert right.cookies.get("sw_session") is None
         # Once the lock runs out the right password works and clears the count.

@@ -7808,6 +7808,13 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description agent_deleted: the agent was deleted (also while this batch was in flight); it stops and stores nothing */
+            410: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
             /** @description Batch too large */
             413: {
                 headers: {

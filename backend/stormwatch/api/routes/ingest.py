@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.responses import JSONResponse
 
-from stormwatch.api.deps import AgentDep, SettingsDep
+from stormwatch.api.deps import AGENT_DELETED_DETAIL, AgentDep, SettingsDep
 from stormwatch.core.config import Settings
 from stormwatch.core.db import get_engine
 from stormwatch.core.redis import get_redis
@@ -23,6 +23,7 @@ from stormwatch.schemas.ingest import IngestAccepted, IngestBatch
 from stormwatch.services import ratelimit
 from stormwatch.services.ingest.parse import BatchError, decode_json, make_limits, parse_batch
 from stormwatch.services.ingest.store import (
+    AgentGone,
     check_references,
     ensure_partitions,
     raw_retention_days,
@@ -96,6 +97,8 @@ def _invalid(loc: list[str | int], msg: str, kind: str = "value_error") -> HTTPE
     openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
         "schema": {"$ref": f"#/components/schemas/{IngestBatch.__name__}"}}}}},
     responses={200: {"model": IngestAccepted, "description": "Duplicate batch, already stored"},
+               410: {"description": "agent_deleted: the agent was deleted (also while this "
+                                    "batch was in flight); it stops and stores nothing"},
                413: {"description": "Batch too large"},
                415: {"description": "Content-Type not application/json, or Content-Encoding "
                                     "neither gzip nor identity"},
@@ -145,7 +148,11 @@ async def _ingest(request: Request, agent: Agent, settings: Settings) -> Respons
         except BatchError as exc:
             raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, exc.detail()) from exc
         await ensure_partitions(conn, batch)
-        duplicate, counts = await store_batch(conn, agent.org_id, batch)
+        try:
+            duplicate, counts = await store_batch(conn, agent.org_id, batch)
+        except AgentGone:
+            # Deleted while this batch was in flight: told as its next request would be.
+            raise HTTPException(status.HTTP_410_GONE, AGENT_DELETED_DETAIL) from None
     if duplicate:
         INGEST_DUPLICATES.inc()
     else:

@@ -155,6 +155,11 @@ def throughput_records(batch: ParsedBatch, org_id: uuid.UUID) -> list[tuple[Any,
 
 
 _known_partitions: set[tuple[str, int]] = set()
+class AgentGone(Exception):
+    """The batch's agent was deleted while its batch was in flight (authenticated before the
+    deletion committed, stored after): nothing of the batch is written."""
+
+
 _TABLE_FOR = {"mesh": "mesh_raw", "quorum": "quorum_samples", "storage": "storage_samples",
               "throughput": "throughput_samples"}
 
@@ -297,12 +302,18 @@ async def store_batch(conn: asyncpg.Connection, org_id: uuid.UUID,
     async with conn.transaction():
         # The batch row goes first: a concurrent retry of the same batch waits on it and
         # then sees the conflict, so two copies can never both commit.
-        inserted = await conn.fetchval(
-            "INSERT INTO ingest_batches (agent_id, batch_id, org_id, mesh_rows, quorum_rows,"
-            " storage_rows, throughput_rows, oldest_sample_at)"
-            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING true",
-            batch.agent_id, batch.batch_id, org_id, counts["mesh"], counts["quorum"],
-            counts["storage"], counts["throughput"], oldest_sample(batch))
+        try:
+            inserted = await conn.fetchval(
+                "INSERT INTO ingest_batches (agent_id, batch_id, org_id, mesh_rows, quorum_rows,"
+                " storage_rows, throughput_rows, oldest_sample_at)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT DO NOTHING RETURNING true",
+                batch.agent_id, batch.batch_id, org_id, counts["mesh"], counts["quorum"],
+                counts["storage"], counts["throughput"], oldest_sample(batch))
+        except asyncpg.ForeignKeyViolationError as exc:
+            # The row's key share on its agent waits for a deletion in progress, then fails.
+            if exc.constraint_name == "fk_ingest_batches_agent_id_agents":
+                raise AgentGone from None
+            raise
         if not inserted:
             stored = await conn.fetchrow(
                 "SELECT mesh_rows, quorum_rows, storage_rows, throughput_rows FROM ingest_batches"
