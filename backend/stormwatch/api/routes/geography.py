@@ -15,13 +15,18 @@ from stormwatch.models.geography import OrgPlace
 from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.geography import PlaceIn, PlacePublic, PlacesResponse
 from stormwatch.services import audit
-from stormwatch.services.geography.catalog import CATALOG_AS_OF, FIBRE_RTT_US_PER_KM
+from stormwatch.services.geography.catalog import CATALOG_AS_OF, FIBRE_RTT_US_PER_KM, Place
 from stormwatch.services.geography.places import load_places
 
 router = APIRouter(prefix="/geography", tags=["geography"])
 
 ProviderPath = Annotated[str, Path(min_length=1, max_length=50, pattern=r"^[A-Za-z0-9._-]+$")]
 RegionPath = Annotated[str, Path(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+def _public(p: Place) -> PlacePublic:
+    return PlacePublic(provider=p.provider, region=p.region, location=p.location,
+                       metro=p.metro, lat=p.lat, lon=p.lon, source=p.source)
 
 
 def _audited(row: OrgPlace | None) -> dict[str, object] | None:
@@ -40,10 +45,7 @@ async def list_places(principal: OrgPrincipalDep, session: SessionDep) -> Places
     unplaced = sorted({(p, r) for p, r in regions if r and (p, r) not in places})
     return PlacesResponse(
         catalog_as_of=CATALOG_AS_OF, fibre_rtt_us_per_km=FIBRE_RTT_US_PER_KM,
-        places=[PlacePublic(provider=p.provider, region=p.region, location=p.location,
-                            metro=p.metro, lat=p.lat, lon=p.lon,
-                            source="org" if p.source == "org" else "catalog")
-                for _, p in sorted(places.items())],
+        places=[_public(p) for _, p in sorted(places.items())],
         unplaced=[{"provider": p, "region": r} for p, r in unplaced])
 
 
@@ -64,8 +66,8 @@ async def put_place(provider: ProviderPath, region: RegionPath, body: PlaceIn,
                      "place.create" if before is None else "place.update", "place",
                      f"{provider}/{region}", body.location, changes)
     await session.commit()
-    return PlacePublic(provider=provider, region=region, location=body.location,
-                       metro=body.metro, lat=body.lat, lon=body.lon, source="org")
+    return _public(Place(provider, region, body.location, body.metro, body.lat, body.lon,
+                         "org"))
 
 
 @router.delete("/places/{provider}/{region}", status_code=status.HTTP_204_NO_CONTENT,

@@ -40,7 +40,11 @@ from stormwatch.services.analytics.stats import (
     pct_label,
     welch_t_test,
 )
-from stormwatch.services.geography.catalog import FIBRE_RTT_US_PER_KM, floor_rtt_us
+from stormwatch.services.geography.catalog import (
+    FIBRE_RTT_US_PER_KM,
+    distance_km,
+    floor_rtt_us,
+)
 from stormwatch.services.geography.places import load_geography
 
 MAX_WINDOWS = 20_000
@@ -525,7 +529,7 @@ async def stretch(session: AsyncSession, org_id: uuid.UUID, f: Filters) -> dict[
                 unplaced.add((str(prov), str(reg)))
         if a is None or b is None or not np.isfinite(v):
             continue
-        km = geo.distance_km(a, b)
+        km = distance_km(a, b)
         floor = floor_rtt_us(km)
         pairs.append({"src_provider": str(sp), "src": str(src), "dst_provider": str(dp),
                       "dst": str(dst), "src_metro": a.metro, "dst_metro": b.metro,

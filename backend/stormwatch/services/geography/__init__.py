@@ -6,10 +6,11 @@ from stormwatch.services.geography.catalog import (
     CATALOG,
     FIBRE_RTT_US_PER_KM,
     Place,
+    distance_km,
     floor_rtt_us,
     great_circle_km,
     places_of,
 )
 
-__all__ = ["CATALOG", "FIBRE_RTT_US_PER_KM", "Place", "floor_rtt_us", "great_circle_km",
-           "places_of"]
+__all__ = ["CATALOG", "FIBRE_RTT_US_PER_KM", "Place", "distance_km", "floor_rtt_us",
+           "great_circle_km", "places_of"]

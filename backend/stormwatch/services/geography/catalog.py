@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 # Mean Earth radius (IUGG): the great-circle formula's error against the ellipsoid (< 0.5%)
 # is far below what routes add.
@@ -31,7 +32,7 @@ class Place:
     metro: str  # the city it stands in, shared across providers
     lat: float
     lon: float
-    source: str = "catalog"  # or "org": a place the org added or corrected
+    source: Literal["catalog", "org"] = "catalog"  # org: one the org added or corrected
 
 
 def great_circle_km(a: tuple[float, float], b: tuple[float, float]) -> float:
@@ -40,6 +41,10 @@ def great_circle_km(a: tuple[float, float], b: tuple[float, float]) -> float:
     h = (math.sin((lat2 - lat1) / 2) ** 2
          + math.cos(lat1) * math.cos(lat2) * math.sin((lon2 - lon1) / 2) ** 2)
     return 2 * EARTH_RADIUS_KM * math.asin(min(1.0, math.sqrt(h)))
+
+
+def distance_km(a: Place, b: Place) -> float:
+    return great_circle_km((a.lat, a.lon), (b.lat, b.lon))
 
 
 def floor_rtt_us(distance_km: float) -> float:

@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from stormwatch.models.geography import OrgPlace
 from stormwatch.services.geography.catalog import (
     Place,
+    distance_km,
     floor_rtt_us,
-    great_circle_km,
     places_of,
 )
 
@@ -39,9 +39,6 @@ class Geography:
         p = self.place(provider, region)
         return p.metro if p is not None else region
 
-    def distance_km(self, a: Place, b: Place) -> float:
-        return great_circle_km((a.lat, a.lon), (b.lat, b.lon))
-
     def metro_floors_us(self, metros: Iterable[str]) -> dict[tuple[str, str], float]:
         """The physical floor between every two of these metros that are placed (keyed in
         sorted order), from the first place listed in each metro (places of one metro lie
@@ -52,7 +49,7 @@ class Geography:
             if p.metro in wanted:
                 where.setdefault(p.metro, p)
         metros = sorted(where)
-        return {(a, b): floor_rtt_us(self.distance_km(where[a], where[b]))
+        return {(a, b): floor_rtt_us(distance_km(where[a], where[b]))
                 for i, a in enumerate(metros) for b in metros[i + 1:]}
 
 
