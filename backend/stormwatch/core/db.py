@@ -2,7 +2,7 @@
 
 from functools import lru_cache
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
     AsyncSession,
@@ -31,3 +31,12 @@ def get_sessionmaker() -> async_sessionmaker[AsyncSession]:
 @lru_cache
 def get_sync_engine() -> Engine:
     return create_engine(get_settings().sync_database_url, pool_pre_ping=True, pool_size=5)
+
+
+async def lock_row_key(session: AsyncSession, table: str, *key: object) -> None:
+    """Serialises, until the transaction ends, the writers of one row that may not exist yet:
+    a get-or-create (PUT of a new org place, a first OTLP export) run twice at once would
+    otherwise insert twice, and the second would fail on the primary key. Take it before
+    reading the row."""
+    await session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:t), hashtext(:k))"),
+                          {"t": table, "k": "|".join(map(str, key))})

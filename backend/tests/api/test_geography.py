@@ -5,6 +5,7 @@ places, the stretch of every region path, and detours judged across providers by
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.api.test_analytics_shifts import _mesh, _post
+from tests.conftest import ApiServer
 from tests.helpers import EnrolledAgent, enroll
 
 # London, Northern Virginia and Singapore as each provider names them.
@@ -175,3 +177,25 @@ def test_an_orgs_places_are_listed_audited_validated_and_removed(
     places = {(p["provider"], p["region"]): p for p in client.get(
         "/api/v1/geography/places", headers=headers).json()["places"]}
     assert places[("aws", "eu-west-1")]["source"] == "catalog"
+
+
+def test_admins_placing_one_new_region_at_once_all_succeed_and_one_creates_it(
+        server: ApiServer, make_org: Callable) -> None:
+    """A get-or-create run twice at once inserted twice: 16 of 120 such PUTs answered 500
+    in `make run` (a primary-key violation). Twelve at once, five times over."""
+    org = make_org()
+    headers = {"Authorization": f"Bearer {org.api_key}"}
+
+    def put(region: str, i: int) -> int:
+        with server.client() as c:
+            return c.put(f"/api/v1/geography/places/onprem/{region}", headers=headers, json={
+                "location": f"Lab {i}", "metro": "lyon", "lat": 45.76, "lon": 4.84}).status_code
+
+    for n in range(5):
+        with ThreadPoolExecutor(12) as pool:
+            codes = list(pool.map(lambda i, r=f"race-{n}": put(r, i), range(12)))
+        assert codes == [200] * 12
+    with server.client() as c:
+        audit = c.get("/api/v1/audit", headers=headers,
+                      params={"target_type": "place", "action": "place.create"}).json()["items"]
+    assert sorted(e["target_id"] for e in audit) == [f"onprem/race-{n}" for n in range(5)]

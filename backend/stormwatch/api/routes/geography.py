@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from sqlalchemy import select
 
 from stormwatch.api.deps import AdminDep, AuditActorDep, OrgPrincipalDep, SessionDep
+from stormwatch.core.db import lock_row_key
 from stormwatch.models.agent import Agent
 from stormwatch.models.geography import OrgPlace
 from stormwatch.schemas.errors import NOT_FOUND
@@ -54,6 +55,7 @@ async def list_places(principal: OrgPrincipalDep, session: SessionDep) -> Places
 async def put_place(provider: ProviderPath, region: RegionPath, body: PlaceIn,
                     principal: AdminDep, session: SessionDep,
                     actor: AuditActorDep) -> PlacePublic:
+    await lock_row_key(session, "org_places", principal.org_id, provider, region)
     row = await session.get(OrgPlace, (principal.org_id, provider, region))
     before = _audited(row)
     if row is None:

@@ -41,6 +41,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from stormwatch.core import egress
+from stormwatch.core.db import lock_row_key
 from stormwatch.core.security import decrypt_secret, encrypt_secret
 from stormwatch.models.export import OtlpExport
 from stormwatch.notifications.base import (
@@ -308,6 +309,7 @@ async def save(session: AsyncSession, org_id: uuid.UUID, *, endpoint_url: str,
     """Creates or replaces the org's export (not committed); headers None keeps the stored
     ones. Returns the public form before (None when new) and the row. A changed destination
     is pushed at the next pass, as is a new one."""
+    await lock_row_key(session, "otlp_exports", org_id)
     row = await session.get(OtlpExport, org_id)
     before = None if row is None else audited(row)
     if row is None:
