@@ -36,7 +36,8 @@ def get_sync_engine() -> Engine:
 async def lock_row_key(session: AsyncSession, table: str, *key: object) -> None:
     """Serialises, until the transaction ends, the writers of one row that may not exist yet:
     a get-or-create (PUT of a new org place, a first OTLP export) run twice at once would
-    otherwise insert twice, and the second would fail on the primary key. Take it before
-    reading the row."""
+    otherwise insert twice, and the second would fail on the primary key; a delete between
+    another writer's read and its update would fail that update. Every writer of the row
+    (put and delete) takes it before reading the row."""
     await session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:t), hashtext(:k))"),
                           {"t": table, "k": "|".join(map(str, key))})

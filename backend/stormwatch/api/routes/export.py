@@ -19,6 +19,7 @@ from stormwatch.api.deps import (
     SettingsDep,
 )
 from stormwatch.core import egress
+from stormwatch.core.db import lock_row_key
 from stormwatch.models.export import OtlpExport
 from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.export import OtlpExportIn, OtlpExportPublic, OtlpPushResult
@@ -107,6 +108,7 @@ async def put_otlp(body: OtlpExportIn, principal: AdminDep, session: SessionDep,
                summary="Stop pushing to the OpenTelemetry collector")
 async def delete_otlp(principal: AdminDep, session: SessionDep,
                       actor: AuditActorDep) -> Response:
+    await lock_row_key(session, "otlp_exports", principal.org_id)
     row = await session.get(OtlpExport, principal.org_id)
     if row is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, _NO_EXPORT)

@@ -77,6 +77,7 @@ async def put_place(provider: ProviderPath, region: RegionPath, body: PlaceIn,
                summary="Remove the org's own place (the catalog's, if any, applies again)")
 async def delete_place(provider: ProviderPath, region: RegionPath, principal: AdminDep,
                        session: SessionDep, actor: AuditActorDep) -> Response:
+    await lock_row_key(session, "org_places", principal.org_id, provider, region)
     row = await session.get(OrgPlace, (principal.org_id, provider, region))
     if row is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND,
