@@ -205,14 +205,19 @@ def test_minute_rollups_of_a_series_are_read_through_its_covering_index(db):
         sql = rollup_reads.packed_rollups_sql(KIND_SPECS["mesh"], "rtt_us",
                                               ["src_agent_id = ANY(:srcs)"], 60)
         sql = sql.replace(":org", "CAST(:org AS uuid)")
-        # Whether the index can serve the query, not what a near-empty table costs.
+        params = {"org": str(uuid.uuid4()), "s": datetime.now(UTC) - timedelta(days=7),
+                  "e": datetime.now(UTC), "srcs": [uuid.uuid4()]}
+        # Whether the indexes can serve the query, not what a near-empty table costs.
         c.execute(text("SET LOCAL enable_seqscan = off"))
         c.execute(text("SET LOCAL enable_bitmapscan = off"))
-        plan = "\n".join(c.execute(text("EXPLAIN " + sql), {
-            "org": str(uuid.uuid4()), "s": datetime.now(UTC) - timedelta(days=7),
-            "e": datetime.now(UTC), "srcs": [uuid.uuid4()]}).scalars())
+        plan = "\n".join(c.execute(text("EXPLAIN " + sql), params).scalars())
+        assert "ix_mesh_rollups_minute_large" in plan, plan
+        # Other tests' fresh rows leave pages not all-visible, and then a plain scan of the
+        # primary key can cost less than the index-only one (CI chose it once): take plain
+        # index scans away to ask only whether the covering index answers the small half.
+        c.execute(text("SET LOCAL enable_indexscan = off"))
+        plan = "\n".join(c.execute(text("EXPLAIN " + sql), params).scalars())
     assert "Index Only Scan using ix_mesh_rollups_minute_series" in plan, plan
-    assert "ix_mesh_rollups_minute_large" in plan, plan
 
 
 def _alembic(url: str, *args: str) -> None:
