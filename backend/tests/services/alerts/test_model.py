@@ -3,16 +3,24 @@ values over many cycles, rules (X of Y, N of M) created, edited, disabled and de
 mid-stream, replays after a worker gap and two evaluators running the same cycle. After
 every step the stored alerts and events must equal the model's.
 
-A second machine adds what is told: the dispatcher (one or two at once) sending to real
-webhook, Slack and SMTP receivers that fail transiently or permanently, and silences and
-maintenance windows started and ended mid-stream. The receivers' parsed messages, the
-outbox rows and each event's recorded outcome must equal the model's after every step."""
+A second machine adds what is told: the dispatcher sending to real webhook, Slack and SMTP
+receivers that fail transiently or permanently, and silences and maintenance windows started
+and ended mid-stream. The planner gets one cycle's events (which share created_at) in any
+order among equals, and a second dispatch task may start while the first planner's claim has
+reached only part of them. The receivers' parsed messages, the outbox rows and each event's
+recorded outcome must equal the model's, message by message, after every step.
+
+With any one of three dispatch fixes reverted this machine fails within the default budget:
+e19d223 (a fire and resolve in one cycle, resolved event first), 5410809 (planners take
+turns: else one cycle is told in two messages) and, with the planners' lock also gone,
+934c148 (a resolution whose firing the other planner holds)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import random
 import re
 import threading
 import uuid
@@ -43,6 +51,7 @@ from stormwatch.core.config import get_settings
 from stormwatch.services.alerts.evaluate import CATCH_UP_S, SETTLE_S, evaluate_cycle
 from stormwatch.services.alerts.rules import judging_from
 from stormwatch.services.notify import dispatch as notify
+from stormwatch.services.notify import plan as plan_stage
 from tests.alert_helpers import (
     WINDOW_S,
     aligned_now,
@@ -52,7 +61,7 @@ from tests.alert_helpers import (
     sessionmaker_for,
 )
 from tests.conftest import LOOPBACK_ALLOWED
-from tests.notifications.servers import HttpReceiver, Received, SmtpServer
+from tests.notifications.servers import HttpReceiver, Received, SmtpServer, wait_until
 
 # A fixed seed and about a minute in `make test`; HYPOTHESIS_PROFILE=soak walks far more.
 # Registered here, not in a conftest, so other modules' Hypothesis tests keep their budgets.
@@ -372,10 +381,6 @@ class Ev:
     episode: Episode
 
 
-def flat(keys: list[MsgKey]) -> Counter[tuple[str, str, Item]]:
-    return Counter((kind, name, item) for kind, name, items in keys for item in items)
-
-
 def epoch(v: str) -> int:
     return int(datetime.fromisoformat(v).timestamp())
 
@@ -475,22 +480,27 @@ class DeliveryModel(AlertModel):
     # Choices listed most eventful first: the first is what a small budget tries most.
     @rule(breach=st.lists(st.sampled_from([True, False]), min_size=2, max_size=2),
           count=st.integers(1, 3),
-          then=st.sampled_from(["tell", "tell twice", "cycle", "gap"]))
+          then=st.sampled_from(["tell", "tell twice", "cycle", "gap"]),
+          rnd=st.randoms(use_true_random=False))
     @precondition(lambda self: self.windows < N_WINDOWS - 40)
-    def windows_pass(self, breach: list[bool], count: int, then: str = "gap") -> None:
+    def windows_pass(self, breach: list[bool], count: int, then: str = "gap",
+                     rnd: random.Random | None = None) -> None:
         """Windows pass and the beat runs a cycle, which enqueues the dispatch task (its
         enqueue can be lost, and the beat's backstop can run it at the same time)."""
         super().windows_pass(breach, count)
         if then != "gap":
-            self.cycle(concurrent=False, tell=(then != "cycle") + (then == "tell twice"))
+            self.cycle(concurrent=False, tell=(then != "cycle") + (then == "tell twice"),
+                       rnd=rnd)
 
-    @rule(concurrent=st.booleans(), tell=st.sampled_from([1, 2, 0]))
-    def cycle(self, concurrent: bool, tell: int = 0) -> None:
+    @rule(concurrent=st.booleans(), tell=st.sampled_from([1, 2, 0]),
+          rnd=st.randoms(use_true_random=False))
+    def cycle(self, concurrent: bool, tell: int = 0,
+              rnd: random.Random | None = None) -> None:
         """A cycle, and the dispatch task it enqueues (none when the enqueue was lost, two
         when the beat's backstop runs it at the same time)."""
         super().cycle(concurrent)
         if tell:
-            self.dispatch(concurrent=tell == 2)
+            self.dispatch(concurrent=tell == 2, rnd=rnd)
 
     @precondition(lambda self: len(self.model) > 1)  # a walk without rules tells nothing
     @rule(rid=consumes(AlertModel.rules))
@@ -566,41 +576,90 @@ class DeliveryModel(AlertModel):
             assert r.status_code == 200 and r.json()["active_now"] is False, r.text
         m.active = False
 
-    def dispatch(self, concurrent: bool) -> None:
-        """The dispatch task runs (plan, then the outbox), or two of them at once."""
-        runs = 2 if concurrent else 1
-        errors: list[BaseException] = []
-        barrier = threading.Barrier(runs)
+    def _pending_in_claim_order(self, conn: Any, rnd: random.Random) -> list[uuid.UUID]:
+        """This org's unhandled events in an order the planner's claim may take: by
+        created_at, and among equals (one cycle's events) whatever order `rnd` picks."""
+        rows = conn.execute(text(
+            "SELECT e.id, e.created_at FROM alert_events e WHERE e.org_id = :o AND NOT EXISTS "
+            "(SELECT 1 FROM alert_event_dispatches d WHERE d.event_id = e.id)"),
+            {"o": self.org_id}).all()
+        rnd.shuffle(rows)
+        return [r.id for r in sorted(rows, key=lambda r: r.created_at)]
 
-        def one() -> None:
+    def dispatch(self, concurrent: bool, rnd: random.Random | None = None) -> None:
+        """The dispatch task runs: plan, then the outbox. One cycle's events share created_at,
+        so the planner may get them in any order among equals: `rnd` picks it. With
+        `concurrent`, a second task starts while the first planner's claim has reached only
+        a prefix of the events (`rnd` picks where), and both then run to their end."""
+        rnd = rnd or random.Random(0)
+        errors: list[BaseException] = []
+        planned = threading.Event()
+        pid: list[int] = []
+        original = plan_stage._plan_events
+
+        def any_order_among_ties(conn: Any, events: Any, now: datetime) -> int:
+            order = {eid: i for i, eid in enumerate(self._pending_in_claim_order(conn, rnd))}
+            events = sorted(events, key=lambda e: order.get(e["id"], -1))
+            return original(conn, events, now)
+
+        def task() -> None:
             try:
-                barrier.wait(60)
                 with self.db.begin() as c:
+                    pid.append(c.execute(text("SELECT pg_backend_pid()")).scalar_one())
                     notify.plan(c)
+                planned.set()
                 notify.deliver_due(self.db, budget_s=300)
             except BaseException as exc:  # re-raised below, in the test's thread
                 errors.append(exc)
+                planned.set()
 
-        threads = [threading.Thread(target=one) for _ in range(runs)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(600)
-        assert not any(t.is_alive() for t in threads), "a dispatcher never returned"
+        def second_waits_or_planned() -> bool:
+            if planned.is_set():
+                return True
+            if not pid:
+                return False
+            with self.db.connect() as c:
+                return c.execute(text("SELECT wait_event_type FROM pg_stat_activity "
+                                      "WHERE pid = :p"), {"p": pid[0]}).scalar() == "Lock"
+
+        plan_stage._plan_events = any_order_among_ties  # type: ignore[assignment]
+        try:
+            if not concurrent:
+                task()
+            else:
+                # The first planner, as plan() claims: its lock, then rows one by one.
+                with self.db.connect() as first, first.begin():
+                    first.execute(text(
+                        "SELECT pg_advisory_xact_lock(hashtext('stormwatch.notify.plan'))"))
+                    claim = self._pending_in_claim_order(first, rnd)
+                    first.execute(text("SELECT id FROM alert_events WHERE id = ANY(:ids) "
+                                       "FOR UPDATE"),
+                                  {"ids": claim[:rnd.randint(0, len(claim))]})
+                    second = threading.Thread(target=task)
+                    second.start()
+                    wait_until("the second planner to wait on a lock or to plan", 60,
+                               second_waits_or_planned)
+                    notify.plan(first)  # the first planner's claim goes on from there
+                notify.deliver_due(self.db, budget_s=300)
+                second.join(600)
+                assert not second.is_alive(), "a dispatcher never returned"
+        finally:
+            plan_stage._plan_events = original  # type: ignore[assignment]
         if errors:
             raise errors[0]
         self._plan()
         self._deliver()
 
-    @rule(heal=st.booleans(), concurrent=st.booleans())
-    def retries_due(self, heal: bool, concurrent: bool) -> None:
+    @rule(heal=st.booleans(), concurrent=st.booleans(), rnd=st.randoms(use_true_random=False))
+    def retries_due(self, heal: bool, concurrent: bool,
+                    rnd: random.Random | None = None) -> None:
         """The retries' backoff passes and the beat's backstop runs the dispatch task; with
         `heal` every receiver answers again first, so everything still pending is told."""
         if heal:
             for ch in range(3):
                 self.receiver_mode(ch, "ok", 200)
         self.backoff_passes()
-        self.dispatch(concurrent)
+        self.dispatch(concurrent, rnd)
         if heal:
             assert not [r for r in self.rows if r.state == "pending"]
 
@@ -777,19 +836,17 @@ class DeliveryModel(AlertModel):
         got = {(o.rule_id, self._key(o.group_key), o.kind, int(o.at.timestamp())): o.outcome
                for o in outcomes}
         assert got == self.outcomes, (got, self.outcomes)
-        # Compared alert by alert: two dispatchers at once may group a rule's alerts into
-        # two messages where one pass makes one.
-        stored = Counter((self.channel_ids.index(r.channel_id), kind, name, item, r.state,
-                          r.attempts) for r in rows
-                         for kind, name, items in [self._json_key(r.message["kind"], r.message)]
-                         for item in items)
-        want = Counter((r.channel, kind, name, item, r.state, r.attempts) for r in self.rows
-                       for kind, name, items in [r.key] for item in items)
+        # Message by message: planners take turns, so even two at once group a rule's
+        # alerts of one pass into one message.
+        stored = Counter((self.channel_ids.index(r.channel_id),
+                          self._json_key(r.message["kind"], r.message), r.state, r.attempts)
+                         for r in rows)
+        want = Counter((r.channel, r.key, r.state, r.attempts) for r in self.rows)
         assert stored == want, (stored, want)
         # Each transition reached each channel once (unless muted or failed), nothing more.
         received = self.received()
         for ch in range(3):
-            assert flat(received[ch]) == flat(self.delivered[ch]), (
+            assert Counter(received[ch]) == Counter(self.delivered[ch]), (
                 ch, received[ch], self.delivered[ch])
         assert self.hook.duplicates == 0 and self.hook.bad_signatures == 0
         # Nothing is told about a window that ended before its rule existed.
