@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -214,3 +215,29 @@ def test_the_egress_policy_guards_the_issuer(api_server, make_org):
             "issuer_url": "https://169.254.169.254", "client_id": CLIENT_ID,
             "client_secret": CLIENT_SECRET})
         assert r.status_code == 422 and "egress policy" in r.text, r.text
+
+
+def test_first_setups_and_removals_at_once_answer_only_200_204_and_404(
+        mail_api, make_org, provider, db):
+    """Twelve first PUTs at once (an admin's double click, two admins) make one config and
+    one create entry; interleaved with deletes, each call answers 200, 204 or 404."""
+    org = make_org()
+    body = {"issuer_url": provider.issuer, "client_id": CLIENT_ID,
+            "client_secret": CLIENT_SECRET, "default_role": "viewer"}
+    with logged_in(mail_api.server, org.email, org.password) as admin:
+        with ThreadPoolExecutor(12) as pool:
+            codes = list(pool.map(lambda _: admin.put("/api/v1/oidc-config", json=body)
+                                  .status_code, range(12)))
+        assert codes == [200] * 12
+        entries = admin.get("/api/v1/audit", params={"target_type": "oidc_config"}).json()
+        assert sorted(e["action"] for e in entries["items"]) == (
+            ["oidc_config.create"] + ["oidc_config.update"] * 11)
+
+        def call(i: int) -> int:
+            if i % 2:
+                return admin.delete("/api/v1/oidc-config").status_code
+            return admin.put("/api/v1/oidc-config", json=body).status_code
+
+        with ThreadPoolExecutor(12) as pool:
+            codes = list(pool.map(call, range(48)))
+    assert set(codes) <= {200, 204, 404}, codes

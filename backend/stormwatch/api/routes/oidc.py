@@ -16,6 +16,7 @@ from stormwatch.api.deps import (
 )
 from stormwatch.api.routes.auth import start_session
 from stormwatch.core.config import Settings
+from stormwatch.core.db import lock_row_key
 from stormwatch.core.security import constant_time_equals, encrypt_secret
 from stormwatch.models import OidcConfig
 from stormwatch.schemas.accounts import OidcConfigPublic, OidcConfigUpdate
@@ -72,6 +73,9 @@ async def put_oidc_config(body: OidcConfigUpdate, principal: AdminUserDep,
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
                             [{"loc": ["body", "issuer_url"], "msg": exc.detail,
                               "type": "value_error"}]) from exc
+    # After discovery (a slow fetch), before the read: a first setup made twice at once
+    # would insert twice.
+    await lock_row_key(session, "oidc_configs", principal.org_id)
     cfg = await session.get(OidcConfig, principal.org_id)
     if cfg is None and body.client_secret is None:
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
@@ -108,6 +112,7 @@ def _audited(cfg: OidcConfig) -> dict[str, object]:
 @router.delete("/oidc-config", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 async def delete_oidc_config(principal: AdminUserDep, session: SessionDep,
                              actor: AuditActorDep) -> Response:
+    await lock_row_key(session, "oidc_configs", principal.org_id)
     cfg = await session.get(OidcConfig, principal.org_id)
     if cfg is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, "single sign-on is not set up")
