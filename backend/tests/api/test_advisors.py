@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -257,6 +258,33 @@ def test_an_org_price_overrides_the_shipped_one_until_it_is_cleared(
                            json={"target_id": seeded.target}))
     assert body["prices"]["c_b_per_gb"] == 0.09
     assert client.delete(url, headers=seeded.headers).status_code == 404
+
+
+def test_setting_and_clearing_one_price_at_once_audit_one_create_and_never_answer_500(
+        api_server: ApiServer, make_org: Callable) -> None:
+    """Twelve first PUTs of one figure at once make one price.create entry (each read
+    'nothing before' without the row lock); interleaved with deletes, each call answers 200,
+    204 or 404."""
+    org = make_org()
+    headers = {"Authorization": f"Bearer {org.api_key}"}
+    url = "/api/v1/pricing/aws/us-east-1/put_per_1k"
+
+    def call(i: int) -> int:
+        with api_server.client() as c:
+            if i < 0:
+                return c.delete(url, headers=headers).status_code
+            return c.put(url, headers=headers, json={"price_usd": 0.005 + i / 1e4,
+                                                     "source": f"contract {i}"}).status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        assert list(pool.map(call, range(12))) == [200] * 12
+    with api_server.client() as c:
+        entries = c.get("/api/v1/audit", headers=headers,
+                        params={"target_type": "price"}).json()["items"]
+    assert sorted(e["action"] for e in entries) == ["price.create"] + ["price.update"] * 11
+    with ThreadPoolExecutor(12) as pool:
+        codes = list(pool.map(call, [i if i % 2 else -1 for i in range(48)]))
+    assert set(codes) <= {200, 204, 404}, codes
 
 
 @pytest.mark.parametrize(("path", "body", "loc"), [

@@ -14,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.api.deps import AdminDep, AuditActorDep, OrgPrincipalDep, SessionDep
+from stormwatch.core.db import lock_row_key
 from stormwatch.models import PricingOverride
 from stormwatch.schemas.advisors import (
     CompressionIn,
@@ -100,6 +101,8 @@ async def _own_price(session: AsyncSession, org_id: Any, provider: str, region: 
 async def set_price(provider: str, region: str, item: PriceItem, body: PriceIn,
                     principal: AdminDep, session: SessionDep,
                     actor: AuditActorDep) -> PriceFigure:
+    # Before the read: two first PUTs at once would each audit a create.
+    await lock_row_key(session, "pricing_overrides", principal.org_id, provider, region, item)
     before = await _own_price(session, principal.org_id, provider, region, item)
     try:
         await measured.set_price(session, principal.org_id, provider, region, item,
@@ -122,6 +125,7 @@ async def set_price(provider: str, region: str, item: PriceItem, body: PriceIn,
 async def clear_price(provider: str, region: str, item: PriceItem, principal: AdminDep,
                       session: SessionDep, actor: AuditActorDep) -> Response:
     """Drops the org's own figure: the shipped one applies again."""
+    await lock_row_key(session, "pricing_overrides", principal.org_id, provider, region, item)
     before = await _own_price(session, principal.org_id, provider, region, item)
     if not await measured.clear_price(session, principal.org_id, provider, region, item):
         raise HTTPException(status.HTTP_404_NOT_FOUND, "the org has no figure of its own here")
