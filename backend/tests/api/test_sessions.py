@@ -89,7 +89,9 @@ def test_two_password_changes_at_once_one_wins_and_the_other_is_told(api_server,
 
         with ThreadPoolExecutor(2) as pool:
             codes = list(pool.map(change, [a, b], news))
-        assert sorted(codes) == [200, 403], codes
+        # The loser is told: 403 when its current password no longer matches, or 401 when the
+        # winner's change has already ended its session (a change ends the other sessions).
+        assert sorted(codes) in ([200, 401], [200, 403]), codes
         winner = news[codes.index(200)]
     with api_server.client() as c:
         assert login(c, org.email, winner).status_code == 200
