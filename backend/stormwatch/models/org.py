@@ -15,6 +15,10 @@ DEFAULT_MESH_SETTINGS: dict[str, Any] = {
     "rate_hz": 10,
     "payload_bytes": 1024,
     "timeout_ms": 1000,
+    # Each agent traces the path to each peer this often (spread over the interval), and at
+    # once when the server asks (a level shift, rising loss, an alert): docs/paths.md.
+    "path_trace_interval_s": 600,
+    "path_trace_proto": "tcp",
 }
 
 

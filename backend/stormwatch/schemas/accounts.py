@@ -1,8 +1,8 @@
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from stormwatch.schemas.types import IsoDatetime
 
@@ -70,6 +70,18 @@ class MeshSettings(BaseModel):
     rate_hz: float = Field(default=10, gt=0, le=1000)
     payload_bytes: int = Field(default=1024, ge=16, le=1024 * 1024)
     timeout_ms: int = Field(default=1000, ge=1, le=60_000)
+    path_trace_interval_s: int = Field(default=600, ge=0, le=86_400, description=(
+        "How often each agent traces the path to each peer; 0 turns scheduled traces off "
+        "(traces the server asks for still run); at least 60 otherwise"))
+    path_trace_proto: Literal["tcp", "udp"] = Field(default="tcp", description=(
+        "tcp probes the peer's mesh port (passes where the mesh passes); udp a closed high port"))
+
+    @field_validator("path_trace_interval_s")
+    @classmethod
+    def _interval(cls, v: int) -> int:
+        if 0 < v < 60:
+            raise ValueError("path_trace_interval_s is 0 (off) or at least 60")
+        return v
 
 
 class OrgPublic(BaseModel):

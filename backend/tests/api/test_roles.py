@@ -138,6 +138,11 @@ ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/geography/places"): "read",
     ("PUT", "/api/v1/geography/places/{provider}/{region}"): "manage",
     ("DELETE", "/api/v1/geography/places/{provider}/{region}"): "manage",
+    ("POST", "/api/v1/ingest/paths"): "agent",
+    ("GET", "/api/v1/analytics/paths/traces"): "read",
+    ("GET", "/api/v1/analytics/paths/current"): "read",
+    ("GET", "/api/v1/analytics/paths/changes"): "read",
+    ("GET", "/api/v1/analytics/paths/diff"): "read",
 }
 
 DENIED = {401, 403}

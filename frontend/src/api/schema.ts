@@ -609,6 +609,91 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/ingest/paths": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Store the calling agent's path traces (idempotent by trace id) */
+        post: operations["ingest_paths_api_v1_ingest_paths_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/paths/traces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A pair's traces in a time range, newest first */
+        get: operations["list_traces_api_v1_analytics_paths_traces_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/paths/current": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A pair's current path */
+        get: operations["current_path_api_v1_analytics_paths_current_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/paths/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Path changes in a time range (one pair, or every pair of the org) */
+        get: operations["list_changes_api_v1_analytics_paths_changes_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/analytics/paths/diff": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where two traces' paths differ */
+        get: operations["diff_traces_api_v1_analytics_paths_diff_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/analytics/{kind}/summary": {
         parameters: {
             query?: never;
@@ -3158,6 +3243,11 @@ export interface components {
             /** Account Name */
             account_name?: string | null;
         };
+        /** CurrentPathResponse */
+        CurrentPathResponse: {
+            /** @description null before the pair's first trace */
+            path: components["schemas"]["PathPublic"] | null;
+        };
         /** CvRmseResponse */
         CvRmseResponse: {
             source: components["schemas"]["SourceInfo"];
@@ -4049,6 +4139,50 @@ export interface components {
             /** Count */
             count: number;
         };
+        /** HopIn */
+        HopIn: {
+            /** Ttl */
+            ttl: number;
+            /**
+             * Addrs
+             * @description every address that answered at this TTL (ECMP siblings); empty when none did
+             */
+            addrs?: string[];
+            /** Sent */
+            sent: number;
+            /** Lost */
+            lost: number;
+            /** Rtt Min Us */
+            rtt_min_us?: number | null;
+            /** Rtt Med Us */
+            rtt_med_us?: number | null;
+            /** Rtt Max Us */
+            rtt_max_us?: number | null;
+            /**
+             * Reached
+             * @default false
+             */
+            reached: boolean;
+        };
+        /** HopPublic */
+        HopPublic: {
+            /** Ttl */
+            ttl: number;
+            /** Addrs */
+            addrs: string[];
+            /** Sent */
+            sent: number;
+            /** Lost */
+            lost: number;
+            /** Rtt Min Us */
+            rtt_min_us: number | null;
+            /** Rtt Med Us */
+            rtt_med_us: number | null;
+            /** Rtt Max Us */
+            rtt_max_us: number | null;
+            /** Reached */
+            reached: boolean;
+        };
         /** HourTimeout */
         HourTimeout: {
             /** Hour */
@@ -4547,6 +4681,19 @@ export interface components {
              * @default 1000
              */
             timeout_ms: number;
+            /**
+             * Path Trace Interval S
+             * @description How often each agent traces the path to each peer; 0 turns scheduled traces off (traces the server asks for still run); at least 60 otherwise
+             * @default 600
+             */
+            path_trace_interval_s: number;
+            /**
+             * Path Trace Proto
+             * @description tcp probes the peer's mesh port (passes where the mesh passes); udp a closed high port
+             * @default tcp
+             * @enum {string}
+             */
+            path_trace_proto: "tcp" | "udp";
         };
         /** MetricInfo */
         MetricInfo: {
@@ -4903,6 +5050,89 @@ export interface components {
         PasswordResetRequested: {
             /** Detail */
             detail: string;
+        };
+        /** PathChangePublic */
+        PathChangePublic: {
+            /**
+             * At
+             * Format: date-time
+             * @description when the first trace of the new path started
+             */
+            at: string;
+            /**
+             * Src Agent Id
+             * Format: uuid
+             */
+            src_agent_id: string;
+            /**
+             * Dst Agent Id
+             * Format: uuid
+             */
+            dst_agent_id: string;
+            from_path: components["schemas"]["PathPublic"];
+            to_path: components["schemas"]["PathPublic"];
+            /**
+             * Diff Ttl
+             * @description the first TTL where the paths part
+             */
+            diff_ttl: number;
+            /**
+             * Differing Ttls
+             * @description every TTL where the two paths differ
+             */
+            differing_ttls: number[];
+            /**
+             * Parting After
+             * @description the last hop both paths share before they part (its addresses); empty when they part at TTL 1
+             */
+            parting_after: string[];
+            /**
+             * Added Rtt Us
+             * @description the new path's median RTT at the first differing TTL less the old path's there; null where either did not answer
+             */
+            added_rtt_us: number | null;
+        };
+        /** PathChangesResponse */
+        PathChangesResponse: {
+            /** Changes */
+            changes: components["schemas"]["PathChangePublic"][];
+        };
+        /** PathPublic */
+        PathPublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Src Agent Id
+             * Format: uuid
+             */
+            src_agent_id: string;
+            /**
+             * Dst Agent Id
+             * Format: uuid
+             */
+            dst_agent_id: string;
+            /**
+             * First Seen
+             * Format: date-time
+             */
+            first_seen: string;
+            /**
+             * Last Seen
+             * Format: date-time
+             */
+            last_seen: string;
+            /** Traces */
+            traces: number;
+            /** Reached */
+            reached: boolean;
+            /**
+             * Hops
+             * @description the hops of every trace counted in the path: ECMP siblings joined, unknown hops filled
+             */
+            hops: components["schemas"]["HopPublic"][];
         };
         /** Period */
         Period: {
@@ -6359,6 +6589,129 @@ export interface components {
              * @default []
              */
             by_hour: components["schemas"]["HourTimeout"][];
+        };
+        /** TraceDiffResponse */
+        TraceDiffResponse: {
+            /**
+             * A
+             * Format: uuid
+             */
+            a: string;
+            /**
+             * B
+             * Format: uuid
+             */
+            b: string;
+            /** Same Path */
+            same_path: boolean;
+            /** Diff Ttl */
+            diff_ttl: number | null;
+            /** Differing Ttls */
+            differing_ttls: number[];
+            /** Added Rtt Us */
+            added_rtt_us: number | null;
+        };
+        /** TraceIn */
+        TraceIn: {
+            /**
+             * Id
+             * Format: uuid
+             * @description chosen by the agent: a retried batch stores it once
+             */
+            id: string;
+            /**
+             * Dst Agent Id
+             * Format: uuid
+             */
+            dst_agent_id: string;
+            /** Dst Address */
+            dst_address: string;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /**
+             * Proto
+             * @enum {string}
+             */
+            proto: "tcp" | "udp";
+            /**
+             * Trigger
+             * @enum {string}
+             */
+            trigger: "schedule" | "level_shift" | "loss" | "alert" | "request";
+            /** Reached */
+            reached: boolean;
+            /** Elapsed Ms */
+            elapsed_ms: number;
+            /** Hops */
+            hops: components["schemas"]["HopIn"][];
+        };
+        /** TracePublic */
+        TracePublic: {
+            /**
+             * Id
+             * Format: uuid
+             */
+            id: string;
+            /**
+             * Src Agent Id
+             * Format: uuid
+             */
+            src_agent_id: string;
+            /**
+             * Dst Agent Id
+             * Format: uuid
+             */
+            dst_agent_id: string;
+            /** Dst Address */
+            dst_address: string;
+            /**
+             * Started At
+             * Format: date-time
+             */
+            started_at: string;
+            /** Proto */
+            proto: string;
+            /** Trigger */
+            trigger: string;
+            /** Reached */
+            reached: boolean;
+            /** Elapsed Ms */
+            elapsed_ms: number;
+            /**
+             * Path Id
+             * @description the pair path this trace was counted in; null for a late trace that matched no path of its time
+             */
+            path_id: string | null;
+            /** Hops */
+            hops: components["schemas"]["HopPublic"][];
+        };
+        /** TracesAccepted */
+        TracesAccepted: {
+            /** Stored */
+            stored: number;
+            /**
+             * Duplicates
+             * @description traces of this batch already stored (a retry)
+             */
+            duplicates: number;
+            /**
+             * Path Changes
+             * @description traces that opened a new path of their pair
+             */
+            path_changes: number;
+        };
+        /** TracesIn */
+        TracesIn: {
+            /** Traces */
+            traces: components["schemas"]["TraceIn"][];
+        };
+        /** TracesResponse */
+        TracesResponse: {
+            /** Traces */
+            traces: components["schemas"]["TracePublic"][];
         };
         /** Transition */
         Transition: {
@@ -9600,6 +9953,322 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource in the caller's org (other orgs' rows look the same) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    ingest_paths_api_v1_ingest_paths_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TracesIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TracesAccepted"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_traces_api_v1_analytics_paths_traces_get: {
+        parameters: {
+            query: {
+                /** @description the tracing agent */
+                src: string;
+                /** @description the agent traced to */
+                dst: string;
+                start?: string | null;
+                end?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TracesResponse"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    current_path_api_v1_analytics_paths_current_get: {
+        parameters: {
+            query: {
+                /** @description the tracing agent */
+                src: string;
+                /** @description the agent traced to */
+                dst: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CurrentPathResponse"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_changes_api_v1_analytics_paths_changes_get: {
+        parameters: {
+            query?: {
+                src?: string | null;
+                dst?: string | null;
+                start?: string | null;
+                end?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PathChangesResponse"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    diff_traces_api_v1_analytics_paths_diff_get: {
+        parameters: {
+            query: {
+                /** @description the earlier trace */
+                a: string;
+                /** @description the later trace */
+                b: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TraceDiffResponse"];
+                };
             };
             /** @description Missing, unknown, revoked or expired credential */
             401: {

@@ -1,0 +1,142 @@
+"""Path traces over HTTP: an agent sends its traces, a retry stores nothing twice, a changed
+route is one path change naming where the paths part and what the new hop added, and bad
+input is refused naming the field."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+
+from tests.helpers import enroll
+
+T0 = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
+
+
+def hop(ttl: int, addr: str | None, med_us: int, reached: bool = False) -> dict[str, Any]:
+    if addr is None:
+        return {"ttl": ttl, "addrs": [], "sent": 3, "lost": 3}
+    return {"ttl": ttl, "addrs": [addr], "sent": 3, "lost": 0, "rtt_min_us": med_us - 50,
+            "rtt_med_us": med_us, "rtt_max_us": med_us + 80, "reached": reached}
+
+
+def trace(dst: str, at: datetime, routers: list[str | None], dst_addr: str = "203.0.113.9",
+          step_us: int = 2000) -> dict[str, Any]:
+    hops = [hop(i, a, i * step_us) for i, a in enumerate(routers, start=1)]
+    hops.append(hop(len(routers) + 1, dst_addr, (len(routers) + 1) * step_us, reached=True))
+    return {"id": str(uuid.uuid4()), "dst_agent_id": dst, "dst_address": dst_addr,
+            "started_at": at.isoformat(), "proto": "tcp", "trigger": "schedule",
+            "reached": True, "elapsed_ms": 40, "hops": hops}
+
+
+def test_a_changed_route_is_one_path_change_naming_the_hop_where_the_paths_part(
+        client: httpx.Client, make_org: Callable) -> None:
+    org = make_org()
+    a = enroll(client, org.enrollment_token, "tracer")
+    b = enroll(client, org.enrollment_token, "peer")
+    direct = ["198.51.100.1", "198.51.100.2"]
+    detour = ["198.51.100.1", "192.0.2.77", "192.0.2.78"]
+    batch = [trace(b.agent_id, T0 + timedelta(minutes=10 * i), direct) for i in range(3)]
+    # An ECMP sibling at TTL 2 is the same path.
+    batch.append(trace(b.agent_id, T0 + timedelta(minutes=30), ["198.51.100.1", "198.51.100.3"]))
+    batch += [trace(b.agent_id, T0 + timedelta(minutes=40 + 10 * i), detour, step_us=3000)
+              for i in range(2)]
+    r = client.post("/api/v1/ingest/paths", headers=a.headers, json={"traces": batch})
+    assert r.status_code == 202, r.text
+    assert r.json() == {"stored": 6, "duplicates": 0, "path_changes": 1}
+
+    # A retried batch stores nothing twice and opens no change.
+    r = client.post("/api/v1/ingest/paths", headers=a.headers, json={"traces": batch})
+    assert r.json() == {"stored": 0, "duplicates": 6, "path_changes": 0}
+
+    people = {"Authorization": f"Bearer {org.api_key}"}
+    pair = {"src": a.agent_id, "dst": b.agent_id, "start": T0.isoformat(),
+            "end": (T0 + timedelta(hours=2)).isoformat()}
+    changes = client.get("/api/v1/analytics/paths/changes", headers=people, params=pair).json()
+    [change] = changes["changes"]
+    assert change["at"].startswith("2026-11-29T08:40:00")
+    assert change["diff_ttl"] == 2
+    assert change["parting_after"] == ["198.51.100.1"]
+    assert change["differing_ttls"] == [2, 3, 4]
+    assert change["added_rtt_us"] == 2 * 3000 - 2 * 2000
+    assert change["from_path"]["traces"] == 4
+    assert [h["addrs"] for h in change["from_path"]["hops"]][1] == ["198.51.100.2", "198.51.100.3"]
+
+    current = client.get("/api/v1/analytics/paths/current", headers=people,
+                         params={"src": a.agent_id, "dst": b.agent_id}).json()["path"]
+    assert current["id"] == change["to_path"]["id"] and current["traces"] == 2
+    assert [h["addrs"][0] for h in current["hops"]] == [*detour, "203.0.113.9"]
+
+    traces = client.get("/api/v1/analytics/paths/traces", headers=people, params=pair).json()
+    assert len(traces["traces"]) == 6
+    newest, oldest = traces["traces"][0], traces["traces"][-1]
+    diff = client.get("/api/v1/analytics/paths/diff", headers=people,
+                      params={"a": oldest["id"], "b": newest["id"]}).json()
+    assert diff["same_path"] is False and diff["diff_ttl"] == 2
+
+    # Another org sees none of it.
+    other = make_org()
+    them = {"Authorization": f"Bearer {other.api_key}"}
+    assert client.get("/api/v1/analytics/paths/changes", headers=them,
+                      params=pair).json() == {"changes": []}
+    assert client.get("/api/v1/analytics/paths/diff", headers=them,
+                      params={"a": oldest["id"], "b": newest["id"]}).status_code == 404
+
+
+def test_a_late_trace_joins_the_path_of_its_time_and_opens_no_change(
+        client: httpx.Client, make_org: Callable) -> None:
+    org = make_org()
+    a = enroll(client, org.enrollment_token, "tracer")
+    b = enroll(client, org.enrollment_token, "peer")
+    first = [trace(b.agent_id, T0, ["198.51.100.1", "198.51.100.2"]),
+             trace(b.agent_id, T0 + timedelta(minutes=20), ["192.0.2.1", "192.0.2.2"])]
+    assert client.post("/api/v1/ingest/paths", headers=a.headers,
+                       json={"traces": first}).json()["path_changes"] == 1
+    late = [trace(b.agent_id, T0 + timedelta(minutes=10), ["198.51.100.1", "198.51.100.2"]),
+            trace(b.agent_id, T0 + timedelta(minutes=15), ["192.0.2.5", "192.0.2.6"])]
+    assert client.post("/api/v1/ingest/paths", headers=a.headers,
+                       json={"traces": late}).json() == {"stored": 2, "duplicates": 0,
+                                                         "path_changes": 0}
+    people = {"Authorization": f"Bearer {org.api_key}"}
+    traces = client.get("/api/v1/analytics/paths/traces", headers=people, params={
+        "src": a.agent_id, "dst": b.agent_id, "start": T0.isoformat(),
+        "end": (T0 + timedelta(hours=1)).isoformat()}).json()["traces"]
+    by_time = {t["started_at"][11:16]: t["path_id"] for t in traces}
+    assert by_time["08:10"] == by_time["08:00"] and by_time["08:15"] is None
+
+
+def test_bad_traces_are_refused_naming_the_field_and_store_nothing(
+        client: httpx.Client, make_org: Callable) -> None:
+    org = make_org()
+    a = enroll(client, org.enrollment_token, "tracer")
+    b = enroll(client, org.enrollment_token, "peer")
+    good = trace(b.agent_id, T0, ["198.51.100.1"])
+
+    def refused(mutate: Callable[[dict], Any], where: list) -> None:
+        bad = {**good, "id": str(uuid.uuid4()), "hops": [dict(h) for h in good["hops"]]}
+        mutate(bad)
+        r = client.post("/api/v1/ingest/paths", headers=a.headers,
+                        json={"traces": [trace(b.agent_id, T0, ["198.51.100.1"]), bad]})
+        assert r.status_code == 422, r.text
+        assert any(e["loc"][:len(where)] == where for e in r.json()["detail"]), r.text
+
+    refused(lambda t: t.update(dst_agent_id=str(uuid.uuid4())),
+            ["body", "traces", 1, "dst_agent_id"])
+    refused(lambda t: t["hops"][0].update(addrs=["not-an-ip"]),
+            ["body", "traces", 1, "hops", 0, "addrs"])
+    refused(lambda t: t["hops"][0].update(ttl=3), ["body", "traces", 1])
+    refused(lambda t: t["hops"][0].update(rtt_min_us=10**6), ["body", "traces", 1, "hops", 0])
+    refused(lambda t: t["hops"][0].update(lost=4), ["body", "traces", 1, "hops", 0])
+    refused(lambda t: t.update(started_at=(datetime.now(UTC) + timedelta(hours=1)).isoformat()),
+            ["body", "traces", 1, "started_at"])
+    refused(lambda t: t.update(reached=False), ["body", "traces", 1])
+    people = {"Authorization": f"Bearer {org.api_key}"}
+    assert client.get("/api/v1/analytics/paths/traces", headers=people, params={
+        "src": a.agent_id, "dst": b.agent_id, "start": (T0 - timedelta(hours=1)).isoformat(),
+        "end": (T0 + timedelta(hours=1)).isoformat()}).json() == {"traces": []}
+    # Only an agent's token sends traces.
+    assert client.post("/api/v1/ingest/paths", headers=people,
+                       json={"traces": [good]}).status_code in (401, 403)
