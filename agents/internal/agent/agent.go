@@ -23,6 +23,7 @@ import (
 	"stormwatch/agents/internal/metadata"
 	"stormwatch/agents/internal/metrics"
 	"stormwatch/agents/internal/probe/mesh"
+	pathprobe "stormwatch/agents/internal/probe/path"
 	"stormwatch/agents/internal/probe/throughput"
 	"stormwatch/agents/internal/sample"
 	"stormwatch/agents/internal/shipper"
@@ -278,11 +279,18 @@ func Run(ctx context.Context, cfg config.Config, d Deps) error {
 	var probes sync.WaitGroup
 	echoDone := make(chan struct{})
 	go func() { defer close(echoDone); _ = echo.Serve(echoCtx) }()
-	probes.Add(2)
+	paths := pathprobe.NewManager(st.AgentID, log)
+	probes.Add(3)
 	go func() { defer probes.Done(); _ = prober.Run(probeCtx) }()
 	go func() {
 		defer probes.Done()
-		pollConfig(probeCtx, c, st.AgentID, prober, ship, storage, tput, m, log, func() { ship.AgentDeleted() })
+		_ = paths.Run(probeCtx, func(ctx context.Context, traces []pathprobe.TraceOut) error {
+			return c.PostPaths(ctx, map[string]any{"traces": traces})
+		})
+	}()
+	go func() {
+		defer probes.Done()
+		pollConfig(probeCtx, c, st.AgentID, prober, paths, ship, storage, tput, m, log, func() { ship.AgentDeleted() })
 	}()
 	if tput != nil {
 		probes.Add(1)
@@ -358,7 +366,7 @@ func retry[T any](ctx context.Context, log *slog.Logger, what string, f func() (
 
 // pollConfig fetches the server config on start and whenever config_poll_s elapses, and
 // applies what changed; a 304 costs nothing.
-func pollConfig(ctx context.Context, c *client.Client, selfID string, prober *mesh.Prober, ship *shipper.Shipper,
+func pollConfig(ctx context.Context, c *client.Client, selfID string, prober *mesh.Prober, paths *pathprobe.Manager, ship *shipper.Shipper,
 	storage StorageManager, tput *throughput.Manager, m *metrics.Agent, log *slog.Logger, onDeleted func()) {
 	version := ""
 	interval := 30 * time.Second
@@ -382,7 +390,7 @@ func pollConfig(ctx context.Context, c *client.Client, selfID string, prober *me
 				failBackoff = min(2*failBackoff, interval)
 			}
 		case cfg != nil:
-			apply(cfg, selfID, prober, ship, storage, tput, log)
+			apply(cfg, selfID, prober, paths, ship, storage, tput, log)
 			version = cfg.Version
 			m.SetConfigVersion(version)
 			if cfg.ConfigPollS > 0 {
@@ -398,6 +406,24 @@ func pollConfig(ctx context.Context, c *client.Client, selfID string, prober *me
 		case <-time.After(wait):
 		}
 	}
+}
+
+// PathSettings converts the server's path-trace config: every mesh peer but this agent.
+func PathSettings(cfg *client.AgentConfig, selfID string) pathprobe.Settings {
+	s := pathprobe.Settings{Interval: time.Duration(cfg.Mesh.PathTraceIntervalS) * time.Second,
+		Proto: pathprobe.Proto(cfg.Mesh.PathTraceProto)}
+	if s.Proto == "" {
+		s.Proto = pathprobe.TCP
+	}
+	if !cfg.Mesh.Enabled {
+		return s
+	}
+	for _, p := range cfg.Mesh.Peers {
+		if p.AgentID != selfID && p.Address != "" {
+			s.Targets = append(s.Targets, pathprobe.Target{ID: p.AgentID, Address: p.Address})
+		}
+	}
+	return s
 }
 
 // MeshSettings converts the server's mesh config; groups absent from it get the defaults.
@@ -461,10 +487,13 @@ func ThroughputExperiments(cfg *client.AgentConfig, log *slog.Logger) []throughp
 	return out
 }
 
-func apply(cfg *client.AgentConfig, selfID string, prober *mesh.Prober, ship *shipper.Shipper, storage StorageManager,
-	tput *throughput.Manager, log *slog.Logger) {
+func apply(cfg *client.AgentConfig, selfID string, prober *mesh.Prober, paths *pathprobe.Manager, ship *shipper.Shipper,
+	storage StorageManager, tput *throughput.Manager, log *slog.Logger) {
 	s := MeshSettings(cfg, selfID)
 	prober.Apply(s)
+	if paths != nil {
+		paths.Apply(PathSettings(cfg, selfID))
+	}
 	if tput != nil {
 		tput.Apply(ThroughputExperiments(cfg, log))
 	}

@@ -88,12 +88,15 @@ type ThroughputExperiment struct {
 
 // MeshConfig is the mesh part of the agent config.
 type MeshConfig struct {
-	Enabled      bool        `json:"enabled"`
-	RateHz       float64     `json:"rate_hz"`
-	PayloadBytes int         `json:"payload_bytes"`
-	TimeoutMs    int         `json:"timeout_ms"`
-	Peers        []MeshPeer  `json:"peers"`
-	Groups       []MeshGroup `json:"groups"` // nil when the server sent none: the agent's defaults apply
+	Enabled      bool    `json:"enabled"`
+	RateHz       float64 `json:"rate_hz"`
+	PayloadBytes int     `json:"payload_bytes"`
+	TimeoutMs    int     `json:"timeout_ms"`
+	// PathTraceIntervalS is how often to trace the path to each peer (0: only when asked).
+	PathTraceIntervalS int         `json:"path_trace_interval_s"`
+	PathTraceProto     string      `json:"path_trace_proto"`
+	Peers              []MeshPeer  `json:"peers"`
+	Groups             []MeshGroup `json:"groups"` // nil when the server sent none: the agent's defaults apply
 }
 
 // MeshPeer is one peer of the mesh, the agent itself included.
@@ -287,6 +290,21 @@ func (c *Client) PatchSelf(ctx context.Context, u SelfUpdate) error {
 		return err
 	}
 	resp, err := c.do(ctx, "update self", http.MethodPatch, "/api/v1/agent/self", body, hdr, true)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// PostPaths sends path traces (docs/paths.md); body is the JSON of {"traces": [...]}. The
+// traces carry their own ids, so a retry after an error stores nothing twice.
+func (c *Client) PostPaths(ctx context.Context, body any) error {
+	b, hdr, err := jsonBody(body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.do(ctx, "post paths", http.MethodPost, "/api/v1/ingest/paths", b, hdr, true)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ const { renderPage } = await import("../test/render");
 const mount = () => renderPage(Settings);
 
 const me = (role: string) => ({ user_id: "u1", email: "me@example.com", org_id: "o1", org_name: "acme", kind: "user", role });
-const ORG = { id: "o1", name: "acme", slug: "acme", raw_retention_days: 7, rollup_retention_days: 400, mesh_settings: { enabled: true, rate_hz: 10, payload_bytes: 1024, timeout_ms: 1000 } };
+const ORG = { id: "o1", name: "acme", slug: "acme", raw_retention_days: 7, rollup_retention_days: 400, mesh_settings: { enabled: true, rate_hz: 10, payload_bytes: 1024, timeout_ms: 1000, path_trace_interval_s: 600, path_trace_proto: "tcp" } };
 const TARGET = {
   id: "t1", name: "s3 east", provider: "s3", endpoint: "", region: "us-east-1", bucket: "probe", prefix: "stormwatch-probe/", path_style: false,
   interval_s: 600, op_timeout_ms: 120000, contents: ["binary"], sizes_bytes: { binary: [1024], text: [1024] }, variants: {}, enabled: true,
@@ -63,7 +63,7 @@ describe("Settings", () => {
     await user.type(raw, "14");
     await user.click(within(form).getByRole("button", { name: "Save measurement settings" }));
     await within(form).findByRole("status");
-    expect(sent("PATCH", "/api/v1/org").at(-1)).toEqual({ mesh_settings: { enabled: true, rate_hz: 2, payload_bytes: 1024, timeout_ms: 1000 }, raw_retention_days: 14, rollup_retention_days: 400 });
+    expect(sent("PATCH", "/api/v1/org").at(-1)).toEqual({ mesh_settings: { enabled: true, rate_hz: 2, payload_bytes: 1024, timeout_ms: 1000, path_trace_interval_s: 600, path_trace_proto: "tcp" }, raw_retention_days: 14, rollup_retention_days: 400 });
   });
 
   it("lets an admin create, edit and delete a storage target and choose the agents that probe it", async () => {

@@ -11,6 +11,8 @@ interface Draft {
   rate_hz: string;
   payload_bytes: string;
   timeout_ms: string;
+  path_trace_interval_s: string;
+  path_trace_proto: Org["mesh_settings"]["path_trace_proto"];
   raw_days: string;
   rollup_days: string;
 }
@@ -20,6 +22,8 @@ const toDraft = (o: Org): Draft => ({
   rate_hz: String(o.mesh_settings.rate_hz),
   payload_bytes: String(o.mesh_settings.payload_bytes),
   timeout_ms: String(o.mesh_settings.timeout_ms),
+  path_trace_interval_s: String(o.mesh_settings.path_trace_interval_s),
+  path_trace_proto: o.mesh_settings.path_trace_proto,
   raw_days: String(o.raw_retention_days),
   rollup_days: String(o.rollup_retention_days),
 });
@@ -29,16 +33,24 @@ const n = (v: string) => (v.trim() === "" ? Number.NaN : Number(v));
 
 export function fromDraft(d: Draft): OrgUpdate {
   return {
-    mesh_settings: { enabled: d.enabled, rate_hz: n(d.rate_hz), payload_bytes: Math.round(n(d.payload_bytes)), timeout_ms: Math.round(n(d.timeout_ms)) },
+    mesh_settings: {
+      enabled: d.enabled,
+      rate_hz: n(d.rate_hz),
+      payload_bytes: Math.round(n(d.payload_bytes)),
+      timeout_ms: Math.round(n(d.timeout_ms)),
+      path_trace_interval_s: Math.round(n(d.path_trace_interval_s)),
+      path_trace_proto: d.path_trace_proto,
+    },
     raw_retention_days: Math.round(n(d.raw_days)),
     rollup_retention_days: Math.round(n(d.rollup_days)),
   };
 }
 
-const FIELDS: { key: keyof Omit<Draft, "enabled">; err: string; label: string; step: string }[] = [
+const FIELDS: { key: keyof Omit<Draft, "enabled" | "path_trace_proto">; err: string; label: string; step: string }[] = [
   { key: "rate_hz", err: "mesh_settings.rate_hz", label: "Mesh rounds per second (each agent probes every peer once a round)", step: "any" },
   { key: "payload_bytes", err: "mesh_settings.payload_bytes", label: "Probe payload (bytes)", step: "1" },
   { key: "timeout_ms", err: "mesh_settings.timeout_ms", label: "Probe timeout (ms): slower replies count as lost", step: "1" },
+  { key: "path_trace_interval_s", err: "mesh_settings.path_trace_interval_s", label: "Trace the path to each peer every (s; 0 = off, else at least 60)", step: "1" },
   { key: "raw_days", err: "raw_retention_days", label: "Keep raw samples (days)", step: "1" },
   { key: "rollup_days", err: "rollup_retention_days", label: "Keep rollups (days)", step: "1" },
 ];
