@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any, Literal
 
@@ -157,6 +158,15 @@ class HeatmapResponse(BaseModel):
     cells: list[HeatmapCell]
 
 
+class ShiftPathChange(BaseModel):
+    at: datetime = Field(description="when the first trace of the new path started")
+    path_id: uuid.UUID
+    diff_ttl: int = Field(description="the first TTL where the old and new paths part")
+    parting_after: list[str] = Field(description="the last hop both paths share")
+    added_rtt_us: int | None = Field(description="the new path's median RTT at diff_ttl less "
+                                     "the old path's (null where either did not answer)")
+
+
 class LevelShift(BaseModel):
     time: datetime = Field(description="start of the first window at the new level")
     window_index: int
@@ -166,6 +176,10 @@ class LevelShift(BaseModel):
     level_after: float = Field(description="local trend just after the shift")
     z: float = Field(description="step in standard errors of the jump estimate")
     confidence: float = Field(description="1 - the Bonferroni-corrected two-sided p-value")
+    path_change: ShiftPathChange | None = Field(default=None, description=(
+        "mesh, one pair (src and dst filters of one agent each, or group_by=pair): the pair's "
+        "path change nearest the shift, from one window before it to one trace interval and "
+        "one window after (docs/paths.md); null when the route did not change"))
 
 
 class Segment(BaseModel):

@@ -140,3 +140,56 @@ def test_bad_traces_are_refused_naming_the_field_and_store_nothing(
     # Only an agent's token sends traces.
     assert client.post("/api/v1/ingest/paths", headers=people,
                        json={"traces": [good]}).status_code in (401, 403)
+
+
+def test_a_level_shift_carries_the_path_change_beside_it_and_a_shift_without_one_none(
+        client: httpx.Client, make_org: Callable) -> None:
+    import numpy as np
+
+    from tests.api.test_analytics_shifts import RATE_HZ, _mesh, _post
+
+    org = make_org()
+    a = enroll(client, org.enrollment_token, "tracer")
+    b = enroll(client, org.enrollment_token, "moved")
+    c = enroll(client, org.enrollment_token, "stayed")
+    start = datetime.now(UTC).replace(microsecond=0) - timedelta(minutes=40)
+    step_at = start + timedelta(minutes=15)
+    rng = np.random.default_rng(11)
+    n = 30 * 60 * RATE_HZ
+    for dst in (b, c):
+        level = np.full(n, 20_000.0)
+        level[15 * 60 * RATE_HZ:] += 6_000.0  # both pairs step up 6 ms at 15 minutes
+        _post(client, a, _mesh(a, dst.agent_id, start,
+                               np.round(level + rng.exponential(300, n))))
+    # Traces every 10 minutes; a-b's route changes, the first trace on it 4 minutes after
+    # the step (within one interval); a-c's does not.
+    old, new = ["198.51.100.1", "198.51.100.2"], ["198.51.100.1", "192.0.2.50", "192.0.2.51"]
+    traces = [trace(b.agent_id, start + timedelta(minutes=m), old if m < 15 else new)
+              for m in (1, 11, 19, 29)]
+    traces += [trace(c.agent_id, start + timedelta(minutes=m), old) for m in (1, 11, 19, 29)]
+    r = client.post("/api/v1/ingest/paths", headers=a.headers, json={"traces": traces})
+    assert r.json()["path_changes"] == 1, r.text
+
+    people = {"Authorization": f"Bearer {org.api_key}"}
+    span = {"start": start.isoformat(), "end": (start + timedelta(minutes=30)).isoformat(),
+            "window_s": 30}
+    for dst, changed in ((b, True), (c, False)):
+        r = client.get("/api/v1/analytics/mesh/level-shifts", headers=people,
+                       params={**span, "src": a.agent_id, "dst": dst.agent_id})
+        assert r.status_code == 200, r.text
+        [shift] = r.json()["shifts"]
+        assert abs(datetime.fromisoformat(shift["time"]) - step_at) <= timedelta(seconds=60)
+        if changed:
+            pc = shift["path_change"]
+            assert pc is not None and pc["diff_ttl"] == 2
+            assert pc["parting_after"] == ["198.51.100.1"]
+            assert pc["at"].startswith((start + timedelta(minutes=19)).isoformat()[:16])
+        else:
+            assert shift["path_change"] is None
+
+    r = client.get("/api/v1/analytics/mesh/level-shifts", headers=people,
+                   params={**span, "src": a.agent_id, "group_by": "pair", "resolution": "raw"})
+    assert r.status_code == 200, r.text
+    by_dst = {g["group"][1]: g["shifts"] for g in r.json()["groups"]}
+    assert by_dst[b.agent_id][0]["path_change"]["diff_ttl"] == 2
+    assert by_dst[c.agent_id][0]["path_change"] is None

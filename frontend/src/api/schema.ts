@@ -4399,6 +4399,8 @@ export interface components {
              * @description 1 - the Bonferroni-corrected two-sided p-value
              */
             confidence: number;
+            /** @description mesh, one pair (src and dst filters of one agent each, or group_by=pair): the pair's path change nearest the shift, from one window before it to one trace interval and one window after (docs/paths.md); null when the route did not change */
+            path_change?: components["schemas"]["ShiftPathChange"] | null;
         };
         /** LevelShiftCondition */
         LevelShiftCondition: {
@@ -5835,6 +5837,35 @@ export interface components {
             names?: {
                 [key: string]: string;
             };
+        };
+        /** ShiftPathChange */
+        ShiftPathChange: {
+            /**
+             * At
+             * Format: date-time
+             * @description when the first trace of the new path started
+             */
+            at: string;
+            /**
+             * Path Id
+             * Format: uuid
+             */
+            path_id: string;
+            /**
+             * Diff Ttl
+             * @description the first TTL where the old and new paths part
+             */
+            diff_ttl: number;
+            /**
+             * Parting After
+             * @description the last hop both paths share
+             */
+            parting_after: string[];
+            /**
+             * Added Rtt Us
+             * @description the new path's median RTT at diff_ttl less the old path's (null where either did not answer)
+             */
+            added_rtt_us: number | null;
         };
         /** SilenceCreate */
         SilenceCreate: {

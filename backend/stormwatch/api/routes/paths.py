@@ -108,35 +108,6 @@ async def current_path(principal: OrgPrincipalDep, session: SessionDep, src: Src
     return CurrentPathResponse(path=_path(row) if row else None)
 
 
-async def path_changes(session: SessionDep, org_id: uuid.UUID, start: datetime, end: datetime,
-                       src: uuid.UUID | None = None,
-                       dst: uuid.UUID | None = None) -> list[PathChangePublic]:
-    """The org's path changes in [start, end), of one pair or of all, oldest first."""
-    q = select(PairPath).where(PairPath.org_id == org_id, PairPath.prev_path_id.is_not(None),
-                               PairPath.first_seen >= start, PairPath.first_seen < end)
-    if src is not None:
-        q = q.where(PairPath.src_agent_id == src)
-    if dst is not None:
-        q = q.where(PairPath.dst_agent_id == dst)
-    rows = list((await session.execute(q.order_by(PairPath.first_seen))).scalars())
-    prev_ids = {r.prev_path_id for r in rows}
-    prevs = {p.id: p for p in (await session.execute(select(PairPath).where(
-        PairPath.id.in_(prev_ids)))).scalars()} if prev_ids else {}
-    out = []
-    for r in rows:
-        before = prevs.get(r.prev_path_id)  # type: ignore[arg-type]
-        if before is None or r.diff_ttl is None:
-            continue
-        a, b = path_from_wire(before.hops, before.reached), path_from_wire(r.hops, r.reached)
-        shared = a.at(r.diff_ttl - 1)
-        out.append(PathChangePublic(
-            at=r.first_seen, src_agent_id=r.src_agent_id, dst_agent_id=r.dst_agent_id,
-            from_path=_path(before), to_path=_path(r), diff_ttl=r.diff_ttl,
-            differing_ttls=differing_hops(a, b),
-            parting_after=sorted(shared.addrs) if shared else [], added_rtt_us=r.added_rtt_us))
-    return out
-
-
 @router.get("/analytics/paths/changes", response_model=PathChangesResponse,
             summary="Path changes in a time range (one pair, or every pair of the org)")
 async def list_changes(principal: OrgPrincipalDep, session: SessionDep,
@@ -144,8 +115,17 @@ async def list_changes(principal: OrgPrincipalDep, session: SessionDep,
                        start: datetime | None = None,
                        end: datetime | None = None) -> PathChangesResponse:
     start, end = _range(start, end)
-    return PathChangesResponse(changes=await path_changes(session, principal.org_id, start, end,
-                                                          src, dst))
+    out = []
+    for c in await store.changes(session, principal.org_id, start, end,
+                                 [src] if src else None, [dst] if dst else None):
+        a, b = path_from_wire(c.before.hops, c.before.reached), path_from_wire(c.path.hops,
+                                                                                c.path.reached)
+        out.append(PathChangePublic(
+            at=c.path.first_seen, src_agent_id=c.path.src_agent_id,
+            dst_agent_id=c.path.dst_agent_id, from_path=_path(c.before), to_path=_path(c.path),
+            diff_ttl=c.path.diff_ttl or 0, differing_ttls=differing_hops(a, b),
+            parting_after=c.parting_after, added_rtt_us=c.path.added_rtt_us))
+    return PathChangesResponse(changes=out)
 
 
 @router.get("/analytics/paths/diff", response_model=TraceDiffResponse, responses=NOT_FOUND,

@@ -8,13 +8,14 @@ import csv
 import io
 import re
 import uuid
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from stormwatch.models.org import DEFAULT_MESH_SETTINGS, Org
 from stormwatch.models.samples import MESH_STATUSES
 from stormwatch.services.analytics.changepoints import cyclical_pattern, level_shifts
 from stormwatch.services.analytics.coverage import data_start
@@ -46,6 +47,7 @@ from stormwatch.services.geography.catalog import (
     floor_rtt_us,
 )
 from stormwatch.services.geography.places import load_geography
+from stormwatch.services.paths import store as path_store
 
 MAX_WINDOWS = 20_000
 # Level shifts and cycles return one median per window: two weeks of 30 s windows.
@@ -405,6 +407,49 @@ def _shift_rows(r: dict[str, Any], times: np.ndarray) -> list[dict[str, Any]]:
              "z": s["z"], "confidence": s["confidence"]} for s in r["shifts"]]
 
 
+ShiftRows = list[dict[str, Any]]
+
+
+async def _path_changes_near(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
+                             window_s: int, group_by: str,
+                             ) -> Callable[[Hashable, ShiftRows], ShiftRows]:
+    """What gives each mesh level shift of one pair the pair's nearest path change
+    (docs/paths.md): a group of group_by=pair, or everything when the filters name one src
+    and one dst. Other shifts are returned as they are."""
+    def unchanged(_: Hashable, rows: ShiftRows) -> ShiftRows:
+        return rows
+
+    one_pair = f.src is not None and f.dst is not None and len(f.src) == 1 and len(f.dst) == 1
+    if kind != "mesh" or not (group_by == "pair" or (group_by == "all" and one_pair)):
+        return unchanged
+    org = await session.get(Org, org_id)
+    interval_s = int(((org.mesh_settings if org else None) or {}).get(
+        "path_trace_interval_s", DEFAULT_MESH_SETTINGS["path_trace_interval_s"])) or 600
+    before, after = timedelta(seconds=window_s), timedelta(seconds=interval_s + window_s)
+    found = await path_store.changes(session, org_id, f.start - before, f.end + after,
+                                     f.src, f.dst)
+    by_pair: dict[tuple[uuid.UUID, uuid.UUID], list[path_store.Change]] = {}
+    for c in found:
+        by_pair.setdefault((c.path.src_agent_id, c.path.dst_agent_id), []).append(c)
+
+    def attach(group: Hashable, rows: ShiftRows) -> ShiftRows:
+        if group is None and f.src and f.dst:
+            group = (f.src[0], f.dst[0])
+        if not (isinstance(group, tuple) and len(group) == 2):
+            return rows
+        try:  # pair groups are (src, dst) ids as strings
+            key = (uuid.UUID(str(group[0])), uuid.UUID(str(group[1])))
+        except ValueError:
+            return rows
+        pair_changes = by_pair.get(key, [])
+        for row in rows:
+            c = path_store.nearest(pair_changes, row["time"], before, after)
+            row["path_change"] = c.brief() if c else None
+        return rows
+
+    return attach
+
+
 async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str, f: Filters,
                              window_s: int, min_step: float | None, group_by: str = "all",
                              fit_window: bool = False) -> dict[str, Any]:
@@ -432,11 +477,12 @@ async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str
     out: dict[str, Any] = {"source": lv.source.as_dict(), "kind": kind, "window_s": window_s,
                            "group_by": group_by, "noise": 0.0, "cycles_removed_s": [],
                            "shifts": [], "segments": [], "medians": []}
+    near = await _path_changes_near(session, org_id, kind, f, window_s, group_by)
     if group_by != "all":
         out["names"] = _agent_names(fleet, group_by, (g for g, _, _ in per_group))
         out["groups"] = [{"group": _label(g), "noise": r["noise"],
                           "cycles_removed_s": [p * window_s for p in r["cycles_removed"]],
-                          "shifts": _shift_rows(r, times)}
+                          "shifts": near(g, _shift_rows(r, times))}
                          for g, _, r in sorted(per_group, key=lambda x: str(x[0]))]
         return out
     if not per_group:
@@ -447,7 +493,7 @@ async def level_shift_report(session: AsyncSession, org_id: uuid.UUID, kind: str
         return datetime.fromtimestamp(int(times[i]), UTC)
 
     out.update({
-        "noise": r["noise"], "shifts": _shift_rows(r, times),
+        "noise": r["noise"], "shifts": near(None, _shift_rows(r, times)),
         "cycles_removed_s": [p * window_s for p in r["cycles_removed"]],
         "segments": [{"start": ts(s["start_index"]),
                       "end": datetime.fromtimestamp(int(times[s["end_index"]]) + window_s, UTC),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
@@ -117,3 +118,49 @@ async def _place(session: AsyncSession, agent: Agent, t: TraceIn,
     session.add(new)
     await session.flush()
     return new.id, latest is not None
+
+
+@dataclass
+class Change:
+    """A path change: the new path, the one before it, and where they part."""
+
+    path: PairPath
+    before: PairPath
+
+    @property
+    def parting_after(self) -> list[str]:
+        shared = as_path(self.before).at((self.path.diff_ttl or 1) - 1)
+        return sorted(shared.addrs) if shared else []
+
+    def brief(self) -> dict[str, object]:
+        return {"at": self.path.first_seen, "path_id": self.path.id,
+                "diff_ttl": self.path.diff_ttl, "parting_after": self.parting_after,
+                "added_rtt_us": self.path.added_rtt_us}
+
+
+async def changes(session: AsyncSession, org_id: uuid.UUID, start: datetime, end: datetime,
+                  src: Sequence[uuid.UUID] | None = None,
+                  dst: Sequence[uuid.UUID] | None = None) -> list[Change]:
+    """The org's path changes dated in [start, end), oldest first; src and dst narrow them."""
+    q = select(PairPath).where(PairPath.org_id == org_id, PairPath.prev_path_id.is_not(None),
+                               PairPath.diff_ttl.is_not(None),
+                               PairPath.first_seen >= start, PairPath.first_seen < end)
+    if src:
+        q = q.where(PairPath.src_agent_id.in_(src))
+    if dst:
+        q = q.where(PairPath.dst_agent_id.in_(dst))
+    rows = list((await session.execute(q.order_by(PairPath.first_seen))).scalars())
+    prev_ids = {r.prev_path_id for r in rows}
+    prevs = {p.id: p for p in (await session.execute(select(PairPath).where(
+        PairPath.id.in_(prev_ids)))).scalars()} if prev_ids else {}
+    return [Change(r, prevs[r.prev_path_id]) for r in rows
+            if r.prev_path_id is not None and r.prev_path_id in prevs]
+
+
+def nearest(changes: Sequence[Change], at: datetime, before: timedelta,
+            after: timedelta) -> Change | None:
+    """The change nearest to `at` dated from `at - before` to `at + after`: a path change is
+    dated by the first trace on the new path, which comes up to a trace interval after the
+    route changed, and a level shift by its first window at the new level."""
+    near = [c for c in changes if at - before <= c.path.first_seen <= at + after]
+    return min(near, key=lambda c: abs(c.path.first_seen - at), default=None)
