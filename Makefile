@@ -3,7 +3,7 @@ SHELL := /bin/bash
 PY := .venv/bin/python
 export PYTHONPATH := $(CURDIR)/backend
 
-.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-demo bench-throughput bench-storage client bootstrap soak
+.PHONY: run test fmt lint bench bench-ingest bench-agent bench-query bench-ui bench-rollups bench-advisors bench-alerts bench-demo bench-throughput bench-storage bench-paths client bootstrap soak
 
 run:
 	@scripts/run.sh
@@ -65,6 +65,10 @@ bench-alerts: bootstrap
 # (issue 19); BENCH_STORAGE_ARGS="--minutes 10" for a shorter load.
 bench-storage: bootstrap
 	$(PY) bench/storage/run.py $(BENCH_STORAGE_ARGS)
+
+# What path tracing costs the mesh, on a routed chain of network namespaces (docs/paths.md).
+bench-paths:
+	bench/paths/run.sh
 
 # The demo fleet's cost over 5 minutes of a steady `make run` (docs/demo.md).
 bench-demo: bootstrap

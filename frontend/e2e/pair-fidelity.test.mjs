@@ -3,13 +3,14 @@
 // y-range fits the body, so the level line's two values lie inside the axis and visibly apart
 // (and the chart waits for the body's range rather than drawing at full range first);
 // the title names the agents although the link carries ids only; the histogram resolves the
-// body; a tail percentile with too few samples beyond it is greyed.
+// body; a tail percentile with too few samples beyond it is greyed; the route's change, traced 4
+// minutes after the step, is marked beside the level shift and shown hop by hop.
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { launch, steps, signIn, until as pollUntil } from "./support/browser.mjs";
-import { enroll, postBatch, rng } from "./support/seed.mjs";
+import { enroll, postBatch, postTraces, rng } from "./support/seed.mjs";
 import { FRONTEND, buildUnlessSkipped, startStack } from "./support/stack.mjs";
 
 const SHOTS = join(FRONTEND, "e2e", "screenshots");
@@ -87,6 +88,18 @@ describe("pair fidelity", { timeout: 600_000 }, () => {
     pair.startMs = end - HOURS * 3600_000;
     pair.endMs = end;
     await seedPair(a, b, pair.startMs, pair.endMs);
+    // Traces every 10 minutes; the route changes with the step (at the middle), and the first
+    // trace on the new route comes 4 minutes later.
+    const mid = pair.startMs + (pair.endMs - pair.startMs) / 2;
+    const traces = [];
+    for (let k = -6; k < 6; k++) {
+      const t = mid + 240_000 + k * 600_000;
+      if (t < pair.startMs || t >= pair.endMs) continue;
+      const moved = k >= 0;
+      traces.push({ dst: b, atMs: t, routers: moved ? ["198.51.100.1", "192.0.2.77", "192.0.2.78"] : ["198.51.100.1", "198.51.100.2"], stepUs: moved ? 26_000 : 25_000 });
+    }
+    const stored = await postTraces(base, a, traces);
+    assert.equal(stored.path_changes, 1);
     browser = await launch();
     page = browser.context.pages()[0] ?? (await browser.context.newPage());
     page.setDefaultTimeout(WAIT);
@@ -156,6 +169,27 @@ describe("pair fidelity", { timeout: 600_000 }, () => {
     assert.ok(flat.levels[1] - flat.levels[0] < before.levels[1] - before.levels[0]);
     await shot("pair-fidelity-02-full");
     await page.getByRole("button", { name: "Fit body (p1–p99.9)" }).click();
+  });
+
+  step("the route's change is marked beside the level shift and shown hop by hop", async () => {
+    const marks = await until("a level-shift mark and a path-change mark", async () => {
+      const xs = await page.evaluate(() => {
+        const x = (sel) => [...document.querySelectorAll(`${sel} line`)].map((l) => Number(l.getAttribute("x1")));
+        return { shift: x(".level-shift-mark"), path: x(".path-change-mark"), width: document.querySelector(".recharts-cartesian-grid")?.getBoundingClientRect().width ?? 0 };
+      });
+      return xs.shift.length === 1 && xs.path.length === 1 ? xs : null;
+    });
+    // Beside: within the 10 minutes a trace interval spans, of the range's 2 hours.
+    const apart = Math.abs(marks.path[0] - marks.shift[0]);
+    assert.ok(apart > 0 && apart < marks.width / 12 + 2, `the path change ${apart} px from the shift (chart ${marks.width} px)`);
+    assert.match(await page.getByText(/level shift: .*path changed at/).innerText(), /from hop 2 after 198\.51\.100\.1/);
+    const card = page.getByRole("region", { name: "Path", exact: true });
+    await card.getByRole("table", { name: "Current path" }).waitFor();
+    const changes = await card.getByRole("list", { name: "Path changes" }).innerText();
+    assert.match(changes, /the path changed from hop 2 \(after 198\.51\.100\.1\)/);
+    const differ = await card.getByRole("table", { name: "Two traces compared" }).getByRole("row", { name: /differs/ }).count();
+    assert.equal(differ, 3, "hops 2, 3 and 4 differ between the traces either side of the change");
+    await shot("pair-fidelity-04-path");
   });
 
   step("the histogram resolves the body and a thin tail percentile is greyed", async () => {

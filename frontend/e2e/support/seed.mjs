@@ -360,3 +360,30 @@ export async function createStorageTargets(baseUrl, apiKey, specs) {
   }
   return out;
 }
+
+/** Posts path traces of one agent (POST /api/v1/ingest/paths, docs/paths.md). Each trace is
+ * { dst, atMs, routers: [address | null, ...], stepUs }: hops at stepUs more each, then the
+ * destination. */
+export async function postTraces(baseUrl, agent, traces) {
+  const body = {
+    traces: traces.map((t) => {
+      const hop = (ttl, addr, reached = false) =>
+        addr === null
+          ? { ttl, addrs: [], sent: 3, lost: 3 }
+          : { ttl, addrs: [addr], sent: 3, lost: 0, rtt_min_us: ttl * t.stepUs - 50, rtt_med_us: ttl * t.stepUs, rtt_max_us: ttl * t.stepUs + 80, reached };
+      const hops = t.routers.map((a, i) => hop(i + 1, a));
+      hops.push(hop(hops.length + 1, t.dstAddress ?? "203.0.113.9", true));
+      return {
+        id: randomUUID(), dst_agent_id: t.dst.id, dst_address: t.dstAddress ?? "203.0.113.9", started_at: new Date(t.atMs).toISOString(),
+        proto: "tcp", trigger: "schedule", reached: true, elapsed_ms: 40, hops,
+      };
+    }),
+  };
+  const res = await fetch(`${baseUrl}/api/v1/ingest/paths`, {
+    method: "POST",
+    headers: { "content-type": "application/json", authorization: `Bearer ${agent.token}` },
+    body: JSON.stringify(body),
+  });
+  if (res.status !== 202) throw new Error(`POST /ingest/paths: ${res.status} ${await res.text()}`);
+  return res.json();
+}

@@ -13,6 +13,7 @@ import type {
   HeatmapVM,
   HistBin,
   LevelSegment,
+  ShiftMark,
   Level,
   NamedSeries,
   StorageRow,
@@ -136,10 +137,24 @@ export async function getPairTimeline(q: PairQuery, windowS: number, signal?: Ab
   });
 }
 
-export async function getPairLevelShifts(q: PairQuery, windowS: number, signal?: AbortSignal): Promise<LevelSegment[]> {
+export interface PairLevels {
+  segments: LevelSegment[];
+  /** Each level shift, with the pair's path change beside it (node level only). */
+  shifts: ShiftMark[];
+}
+
+export async function getPairLevelShifts(q: PairQuery, windowS: number, signal?: AbortSignal): Promise<PairLevels> {
   const f = await pairFilter(q);
   const r = unwrap(await api.GET("/api/v1/analytics/{kind}/level-shifts", { params: { path: { kind: "mesh" }, query: { ...f, window_s: windowS } }, signal }));
-  return r.segments.map((s) => ({ startMs: Date.parse(s.start), endMs: Date.parse(s.end) + windowS * 1000, level_us: s.level }));
+  return {
+    segments: r.segments.map((s) => ({ startMs: Date.parse(s.start), endMs: Date.parse(s.end) + windowS * 1000, level_us: s.level })),
+    shifts: r.shifts.map((s) => ({
+      tMs: Date.parse(s.time),
+      pathChange: s.path_change
+        ? { atMs: Date.parse(s.path_change.at), diffTtl: s.path_change.diff_ttl, partingAfter: s.path_change.parting_after, addedRttUs: s.path_change.added_rtt_us ?? null }
+        : null,
+    })),
+  };
 }
 
 export interface DistributionVM {

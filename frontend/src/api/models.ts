@@ -55,6 +55,12 @@ export interface TimelinePoint {
   loss: number | null;
 }
 
+/** A level shift, and the path change the server found beside it. */
+export interface ShiftMark {
+  tMs: number;
+  pathChange: { atMs: number; diffTtl: number; partingAfter: string[]; addedRttUs: number | null } | null;
+}
+
 export interface LevelSegment {
   startMs: number;
   endMs: number;

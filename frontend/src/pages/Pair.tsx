@@ -9,6 +9,7 @@ import { follow } from "../components/common/Link";
 import { CdfChart } from "../components/pair/CdfChart";
 import { Histogram } from "../components/pair/Histogram";
 import { LossReasons } from "../components/pair/LossReasons";
+import { PathView } from "../components/pair/PathView";
 import { Timeline } from "../components/pair/Timeline";
 import { Async, Card, Empty, Loading } from "../components/common/State";
 import { TimeRangePicker, useRange } from "../components/common/TimeRangePicker";
@@ -101,6 +102,7 @@ export default function Pair() {
   const summary = useQuery({ queryKey: [...pair, "summary"], queryFn: ({ signal }) => getPairSummary(q(), signal), enabled: on, refetchInterval });
   const timeline = useQuery({ queryKey: [...pair, "timeline", windowS], queryFn: ({ signal }) => getPairTimeline(q(), windowS, signal), enabled: on, refetchInterval });
   const shifts = useQuery({ queryKey: [...pair, "level-shifts", windowS], queryFn: ({ signal }) => getPairLevelShifts(q(), windowS, signal), enabled: on, refetchInterval });
+  const segs = shifts.data?.segments ?? [];
   const dist = useQuery({ queryKey: [...pair, "distribution", bucketUs], queryFn: ({ signal }) => getPairDistribution(q(), bucketUs || null, signal), enabled: on, refetchInterval });
   const csv = useQuery({ queryKey: [...pair, "csv-url", windowS], queryFn: () => pairCsvUrl(q(), windowS), enabled: on });
   const quorum = useQuery({ queryKey: [...pair, "quorum"], queryFn: ({ signal }) => getQuorum(q(), signal), enabled: on && level === "node", refetchInterval });
@@ -203,14 +205,18 @@ export default function Pair() {
         }
         note={`${windowS >= 60 ? `${windowS / 60} min` : `${windowS} s`} windows; percentile bands p50–p99 and p99–p99.99; steps = level shifts; ▲ = windows with loss${fullRange ? "" : "; ◆ = tail above the range (Full range shows it)"}`}>
         <Async state={timeline} isEmpty={(d) => d.length === 0}>
-          {(points) => (bodySettled ? <Timeline points={points} segments={shifts.data ?? []} log={log} body={body} full={fullRange} /> : <Loading />)}
+          {(points) => (bodySettled ? <Timeline points={points} segments={shifts.data?.segments ?? []} shifts={level === "node" ? shifts.data?.shifts : []} log={log} body={body} full={fullRange} /> : <Loading />)}
         </Async>
-        {shifts.data && shifts.data.length > 1 && (
+        {segs.length > 1 && (
           <p className="muted">
-            {shifts.data.length - 1} level shift{shifts.data.length > 2 ? "s" : ""}:{" "}
-            {shifts.data
+            {segs.length - 1} level shift{segs.length > 2 ? "s" : ""}:{" "}
+            {segs
               .slice(1)
-              .map((seg, i) => `${formatClock(seg.startMs, "minute")} ${formatUs(shifts.data![i]!.level_us)} → ${formatUs(seg.level_us)}`)
+              .map((seg, i) => {
+                const pc = level === "node" ? shifts.data?.shifts[i]?.pathChange : null;
+                const path = pc ? ` (path changed at ${formatClock(pc.atMs, "minute")}, from hop ${pc.diffTtl}${pc.partingAfter.length ? ` after ${pc.partingAfter.join(" / ")}` : ""})` : "";
+                return `${formatClock(seg.startMs, "minute")} ${formatUs(segs[i]!.level_us)} → ${formatUs(seg.level_us)}${path}`;
+              })
               .join("; ")}
           </p>
         )}
@@ -252,6 +258,8 @@ export default function Pair() {
           </Async>
         </Card>
       </div>
+
+      {level === "node" && src && dst && <PathView pair={() => ({ ...range.window(), src, dst })} rangeKey={String(range.key)} refetchInterval={refetchInterval} />}
 
       {level === "node" && (quorum.error || (quorum.data && quorum.data.length > 0)) && (
         <Card title="Quorum latency" note={`k-th fastest reply per round among ${srcLabel}'s groups that include ${dstLabel} (seed 003 §4.3.5), next to this pair`}>

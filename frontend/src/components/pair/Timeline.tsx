@@ -1,5 +1,5 @@
-import { Area, CartesianGrid, ComposedChart, Legend, Line, ResponsiveContainer, Scatter, Tooltip, XAxis, YAxis } from "recharts";
-import type { LevelSegment, TimelinePoint } from "../../api/models";
+import { Area, CartesianGrid, ComposedChart, Legend, Line, ReferenceLine, ResponsiveContainer, Scatter, Tooltip, XAxis, YAxis } from "recharts";
+import type { LevelSegment, ShiftMark, TimelinePoint } from "../../api/models";
 import { formatInstant, formatPercent, formatUs, timeAxis, usAxis } from "../../lib/format";
 import { logTicks, positiveExtent, timelineRows } from "../../lib/shape";
 import { useTheme } from "../../lib/theme";
@@ -19,7 +19,22 @@ export function bodyDomain(body: [number, number] | null | undefined, log: boole
 /** RTT in windows: bands p50–p99 and p99–p99.99 with their edges drawn, level shifts as steps, losses as marks.
  * By default the y-range fits the body (`body`: p1..p99.9), tail values above it are drawn as marks at its top
  * edge; `full` shows every value. */
-export function Timeline({ points, segments, log, body, full = false }: { points: TimelinePoint[]; segments: LevelSegment[]; log: boolean; body?: [number, number] | null; full?: boolean }) {
+export function Timeline({
+  points,
+  segments,
+  log,
+  body,
+  full = false,
+  shifts = [],
+}: {
+  points: TimelinePoint[];
+  segments: LevelSegment[];
+  log: boolean;
+  body?: [number, number] | null;
+  full?: boolean;
+  /** Level shifts as marks, each with its path change (docs/paths.md) marked beside it. */
+  shifts?: ShiftMark[];
+}) {
   const { palette } = useTheme();
   const time = points.length ? timeAxis(Math.min(...points.map((p) => p.t)), Math.max(...points.map((p) => p.t))) : null;
   const ext = positiveExtent(timelineRows(points, segments) as unknown as Record<string, unknown>[], ["p50", "p99", "p9999", "level"]);
@@ -81,6 +96,24 @@ export function Timeline({ points, segments, log, body, full = false }: { points
         )}
         {top !== null && <Scatter yAxisId="rtt" dataKey="overMark" name="above the range" fill={c9999} shape="diamond" isAnimationActive={false} />}
         <Scatter yAxisId="loss" dataKey="lossMark" name="loss" fill={palette.danger} shape="triangle" isAnimationActive={false} />
+        {shifts.map((s) => (
+          <ReferenceLine key={`shift-${s.tMs}`} yAxisId="rtt" x={s.tMs} className="level-shift-mark" stroke={cLevel} strokeDasharray="4 3" ifOverflow="extendDomain" label={{ value: "shift", position: "insideTopLeft", fill: cLevel, fontSize: 11 }} />
+        ))}
+        {shifts.flatMap((s) =>
+          s.pathChange
+            ? [
+                <ReferenceLine
+                  key={`path-${s.pathChange.atMs}`}
+                  yAxisId="rtt"
+                  x={s.pathChange.atMs}
+                  className="path-change-mark"
+                  stroke={palette.danger}
+                  ifOverflow="extendDomain"
+                  label={{ value: `path (hop ${s.pathChange.diffTtl})`, position: "insideTopRight", fill: palette.danger, fontSize: 11 }}
+                />,
+              ]
+            : [],
+        )}
       </ComposedChart>
     </ResponsiveContainer>
   );

@@ -1,0 +1,50 @@
+import { isoInstant as iso } from "../lib/format";
+import type { RangeQuery } from "./analytics";
+import { api, unwrap } from "./http";
+import type { components } from "./schema";
+
+type S = components["schemas"];
+export type Hop = S["HopPublic"];
+export type Trace = S["TracePublic"];
+export type PairPathVM = S["PathPublic"];
+export type PathChange = S["PathChangePublic"];
+
+export interface PairRef extends RangeQuery {
+  src: string;
+  dst: string;
+}
+
+/** The pair's path changes in the range, oldest first. */
+export async function getPathChanges(q: PairRef, signal?: AbortSignal): Promise<PathChange[]> {
+  const r = unwrap(await api.GET("/api/v1/analytics/paths/changes", { params: { query: { src: q.src, dst: q.dst, start: iso(q.fromMs), end: iso(q.toMs) } }, signal }));
+  return r.changes;
+}
+
+/** The pair's traces in the range, newest first (at most 200). */
+export async function getPathTraces(q: PairRef, signal?: AbortSignal): Promise<Trace[]> {
+  const r = unwrap(await api.GET("/api/v1/analytics/paths/traces", { params: { query: { src: q.src, dst: q.dst, start: iso(q.fromMs), end: iso(q.toMs), limit: 200 } }, signal }));
+  return r.traces;
+}
+
+export async function getCurrentPath(src: string, dst: string, signal?: AbortSignal): Promise<PairPathVM | null> {
+  return unwrap(await api.GET("/api/v1/analytics/paths/current", { params: { query: { src, dst } }, signal })).path;
+}
+
+/** TTLs where two traces' hops are known to differ: both answered and share no router, or one
+ * reached the destination where the other still has hops (the server's rule, for display). */
+export function differingTtls(a: Hop[], b: Hop[]): Set<number> {
+  const out = new Set<number>();
+  const n = Math.max(a.length, b.length);
+  const reachedA = a.at(-1)?.reached ?? false;
+  const reachedB = b.at(-1)?.reached ?? false;
+  for (let i = 0; i < n; i++) {
+    const x = a[i];
+    const y = b[i];
+    if (!x || !y) {
+      if ((!x && reachedA) || (!y && reachedB)) out.add(i + 1);
+      continue;
+    }
+    if (x.addrs.length && y.addrs.length && !x.addrs.some((v) => y.addrs.includes(v))) out.add(i + 1);
+  }
+  return out;
+}
