@@ -97,7 +97,7 @@ export function Timeline({
         {top !== null && <Scatter yAxisId="rtt" dataKey="overMark" name="above the range" fill={c9999} shape="diamond" isAnimationActive={false} />}
         <Scatter yAxisId="loss" dataKey="lossMark" name="loss" fill={palette.danger} shape="triangle" isAnimationActive={false} />
         {shifts.map((s) => (
-          <ReferenceLine key={`shift-${s.tMs}`} yAxisId="rtt" x={s.tMs} className="level-shift-mark" stroke={cLevel} strokeDasharray="4 3" ifOverflow="extendDomain" label={{ value: "shift", position: "insideTopLeft", fill: cLevel, fontSize: 11 }} />
+          <ReferenceLine key={`shift-${s.tMs}`} yAxisId="rtt" x={s.tMs} className="level-shift-mark" stroke={cLevel} strokeDasharray="4 3" ifOverflow="extendDomain" label={{ value: "shift", position: "insideBottomRight", fill: cLevel, fontSize: 11 }} />
         ))}
         {shifts.flatMap((s) =>
           s.pathChange
@@ -109,7 +109,7 @@ export function Timeline({
                   className="path-change-mark"
                   stroke={palette.danger}
                   ifOverflow="extendDomain"
-                  label={{ value: `path (hop ${s.pathChange.diffTtl})`, position: "insideTopRight", fill: palette.danger, fontSize: 11 }}
+                  label={{ value: `path (hop ${s.pathChange.diffTtl})`, position: "insideTopLeft", fill: palette.danger, fontSize: 11 }}
                 />,
               ]
             : [],
