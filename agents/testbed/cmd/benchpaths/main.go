@@ -30,10 +30,7 @@ import (
 	"stormwatch/agents/testbed/linkem"
 )
 
-const (
-	meshPort  = 7300
-	linkDelay = time.Millisecond // each way, on each of the three delayed links
-)
+const meshPort = 7300
 
 type result struct {
 	ShiftUS      float64 `json:"shift_us"`
@@ -56,6 +53,9 @@ func main() {
 	rounds := flag.Int("rounds", 3, "quiet/tracing phase pairs")
 	perMin := flag.Float64("traces-per-min", 6, "traces per minute while tracing (an agent with 60 peers at the default 600 s interval)")
 	rate := flag.Float64("mesh-hz", 20, "mesh rounds per second")
+	delay := flag.Duration("link-delay", 0, "one-way delay of the links past the first router "+
+		"(testbed/linkem); 0: plain veth links, whose round trips vary by microseconds where a "+
+		"user-space link's vary by a hundred, so the mesh's shift can be resolved to a few")
 	flag.Parse()
 	var err error
 	switch *role {
@@ -64,7 +64,7 @@ func main() {
 	case "measure":
 		err = measure(*addr, *phase, *rounds, *perMin, *rate)
 	case "":
-		err = parent(*phase, *rounds, *perMin, *rate)
+		err = parent(*phase, *rounds, *perMin, *rate, *delay)
 	default:
 		err = fmt.Errorf("unknown role %q", *role)
 	}
@@ -171,7 +171,7 @@ func measure(addr string, phase time.Duration, rounds int, perMin, rate float64)
 }
 
 // parent builds the network, runs the echo server and the measurer inside it, and prints.
-func parent(phase time.Duration, rounds int, perMin, rate float64) error {
+func parent(phase time.Duration, rounds int, perMin, rate float64, linkDelay time.Duration) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("needs root (CAP_NET_ADMIN) to build network namespaces")
 	}
@@ -228,13 +228,20 @@ func parent(phase time.Duration, rounds int, perMin, rate float64) error {
 	for i, l := range [][2]string{{"r1", "r2"}, {"r2", "r3"}, {"r3", "d"}} {
 		subnet := i + 2
 		a, b := fmt.Sprintf("swb%da%d", pid%1000000, subnet), fmt.Sprintf("swb%db%d", pid%1000000, subnet)
-		link, err := linkem.Open(a, ns(l[0]), b, ns(l[1]), linkDelay)
-		if err != nil {
-			return err
+		if linkDelay == 0 {
+			if err := run("ip", "link", "add", a, "netns", ns(l[0]), "type", "veth", "peer", "name", b,
+				"netns", ns(l[1])); err != nil {
+				return err
+			}
+		} else {
+			link, err := linkem.Open(a, ns(l[0]), b, ns(l[1]), linkDelay)
+			if err != nil {
+				return err
+			}
+			done := make(chan struct{})
+			go func() { defer close(done); link.Run(ctx) }()
+			defer func() { cancel(); <-done; link.Close() }()
 		}
-		done := make(chan struct{})
-		go func() { defer close(done); link.Run(ctx) }()
-		defer func() { cancel(); <-done; link.Close() }()
 		if err := up(l[0], a, addr(subnet, 1)); err != nil {
 			return err
 		}
