@@ -415,6 +415,9 @@ func PathSettings(cfg *client.AgentConfig, selfID string) pathprobe.Settings {
 	if s.Proto == "" {
 		s.Proto = pathprobe.TCP
 	}
+	for _, r := range cfg.Paths.Requests {
+		s.Requests = append(s.Requests, pathprobe.Request{ID: r.ID, Peer: r.Peer, Trigger: r.Trigger})
+	}
 	if !cfg.Mesh.Enabled {
 		return s
 	}

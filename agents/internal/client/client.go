@@ -64,6 +64,19 @@ type AgentConfig struct {
 	Storage     StorageConfig    `json:"storage"`
 	Shipper     ShipperConfig    `json:"shipper"`
 	Throughput  ThroughputConfig `json:"throughput"`
+	Paths       PathsConfig      `json:"paths"`
+}
+
+// PathsConfig carries the traces the server asks for (docs/paths.md).
+type PathsConfig struct {
+	Requests []PathRequest `json:"requests"`
+}
+
+// PathRequest asks for one trace to a peer now, for a reason (trigger).
+type PathRequest struct {
+	ID      string `json:"id"`
+	Peer    string `json:"peer"`
+	Trigger string `json:"trigger"`
 }
 
 // ThroughputConfig lists the throughput experiments this agent takes part in.

@@ -24,7 +24,7 @@ from stormwatch.models.notifications import (
     Silence,
 )
 from stormwatch.models.org import AccountLink, ApiKey, OidcConfig, OidcLogin, Org, User, UserSession
-from stormwatch.models.paths import PairPath, PathTrace
+from stormwatch.models.paths import PairPath, PathTrace, PathTraceRequest
 from stormwatch.models.samples import (
     RAW_ORG_FILTER,
     RAW_TABLES,
@@ -46,6 +46,7 @@ from stormwatch.models.throughput import (
 __all__ = [
     "PairPath",
     "PathTrace",
+    "PathTraceRequest",
     "AccountLink",
     "OidcConfig",
     "OtlpExport",

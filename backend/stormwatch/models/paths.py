@@ -4,7 +4,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Boolean, DateTime, ForeignKey, Index, Integer, String
+from sqlalchemy import Boolean, DateTime, ForeignKey, Index, Integer, String, Text, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -56,3 +56,28 @@ class PathTrace(Base):
     path_id: Mapped[uuid.UUID | None] = mapped_column(
         ForeignKey("pair_paths.id", ondelete="SET NULL"), default=None)
     received_at: Mapped[datetime] = created_at_col()
+
+
+class PathTraceRequest(Base):
+    """A trace the server asks an agent for through its config poll: when an alert on the
+    pair fires, or a person asks. One pending per pair (later asks while one is pending are
+    the same ask); it lapses unserved at expires_at (the agent may be gone)."""
+
+    __tablename__ = "path_trace_requests"
+    __table_args__ = (
+        Index("uq_path_trace_requests_pending", "org_id", "src_agent_id", "dst_agent_id",
+              unique=True, postgresql_where=text("served_at IS NULL")),
+        Index("ix_path_trace_requests_src", "src_agent_id", "served_at"),
+    )
+
+    id: Mapped[uuid.UUID] = uuid_pk()
+    org_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("orgs.id", ondelete="CASCADE"))
+    src_agent_id: Mapped[uuid.UUID] = mapped_column()
+    dst_agent_id: Mapped[uuid.UUID] = mapped_column()
+    trigger: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text)
+    alert_event_id: Mapped[uuid.UUID | None] = mapped_column(default=None)
+    requested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    served_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    trace_id: Mapped[uuid.UUID | None] = mapped_column(default=None)

@@ -63,6 +63,8 @@ class TraceIn(BaseModel):
     started_at: AwareDatetime
     proto: Literal["tcp", "udp"]
     trigger: Literal["schedule", "level_shift", "loss", "alert", "request"]
+    request_id: uuid.UUID | None = Field(default=None, description=(
+        "the server's request this trace answers (from the agent config's paths.requests)"))
     reached: bool
     elapsed_ms: int = Field(ge=0, le=3_600_000)
     hops: list[HopIn] = Field(min_length=1, max_length=MAX_HOPS)
@@ -171,3 +173,16 @@ class TraceDiffResponse(BaseModel):
     diff_ttl: int | None
     differing_ttls: list[int]
     added_rtt_us: int | None
+
+
+class TraceRequestIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    src: uuid.UUID = Field(description="the agent that traces")
+    dst: uuid.UUID = Field(description="the agent traced to")
+
+
+class TraceRequestAccepted(BaseModel):
+    id: uuid.UUID = Field(description="the pair's pending request (an earlier one still "
+                          "waiting is the same request)")
+    expires_at: datetime

@@ -206,6 +206,7 @@ async def quorum_groups(session: AsyncSession, agent: Agent) -> list[dict[str, A
 
 
 async def build_config(session: AsyncSession, agent: Agent) -> dict[str, Any]:
+    from stormwatch.services.paths.requests import pending_for
     from stormwatch.services.storage_targets import storage_targets_for_agent
     from stormwatch.services.throughput import store as throughput_store
 
@@ -225,6 +226,8 @@ async def build_config(session: AsyncSession, agent: Agent) -> dict[str, Any]:
         "shipper": {"max_batch_samples": 20000, "max_batch_age_ms": 2000},
         "throughput": {"experiments": await throughput_store.config_entries(
             session, agent, datetime.now(UTC))},
+        # Traces the server asks for (docs/paths.md): each goes once, then leaves the config.
+        "paths": {"requests": await pending_for(session, agent.id)},
     }
     version = hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
     return {"version": version, **content}

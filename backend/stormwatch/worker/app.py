@@ -18,6 +18,7 @@ celery_app = Celery("stormwatch", broker=settings.redis_url, backend=settings.re
                              "stormwatch.worker.tasks.maintenance",
                              "stormwatch.worker.tasks.notifications",
                              "stormwatch.worker.tasks.rollups",
+                             "stormwatch.worker.tasks.paths",
                              "stormwatch.worker.tasks.throughput"])
 celery_app.conf.update(
     timezone="UTC",

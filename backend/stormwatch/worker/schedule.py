@@ -128,3 +128,14 @@ BEAT_SCHEDULE.update({
         "options": {"expires": 10},
     },
 })
+
+# --- path traces (services/paths/requests.py, worker/tasks/paths.py) ----------------------
+BEAT_SCHEDULE.update({
+    # A firing mesh alert asks its pairs' agents for a trace; they poll their config every
+    # 30 s, so a 30 s pass has the trace under way within a minute of the alert.
+    "request-path-traces": {
+        "task": "stormwatch.request_path_traces",
+        "schedule": timedelta(seconds=30),
+        "options": {"expires": 30},
+    },
+})

@@ -193,3 +193,33 @@ def test_a_level_shift_carries_the_path_change_beside_it_and_a_shift_without_one
     by_dst = {g["group"][1]: g["shifts"] for g in r.json()["groups"]}
     assert by_dst[b.agent_id][0]["path_change"]["diff_ttl"] == 2
     assert by_dst[c.agent_id][0]["path_change"] is None
+
+
+def test_a_person_asks_for_a_trace_and_the_agent_answers_it_through_its_config(
+        client: httpx.Client, make_org: Callable) -> None:
+    org = make_org()
+    a = enroll(client, org.enrollment_token, "tracer")
+    b = enroll(client, org.enrollment_token, "peer")
+    people = {"Authorization": f"Bearer {org.api_key}"}
+    r = client.post("/api/v1/analytics/paths/requests", headers=people,
+                    json={"src": a.agent_id, "dst": b.agent_id})
+    assert r.status_code == 202, r.text
+    rid = r.json()["id"]
+    # Asking again while it waits is the same request.
+    assert client.post("/api/v1/analytics/paths/requests", headers=people, json={
+        "src": a.agent_id, "dst": b.agent_id}).json()["id"] == rid
+    config = client.get("/api/v1/agent/config", headers=a.headers).json()
+    assert config["paths"]["requests"] == [{"id": rid, "peer": b.agent_id, "trigger": "request"}]
+
+    answer = {**trace(b.agent_id, datetime.now(UTC) - timedelta(seconds=5),
+                      ["198.51.100.1"]), "trigger": "request", "request_id": rid}
+    assert client.post("/api/v1/ingest/paths", headers=a.headers,
+                       json={"traces": [answer]}).status_code == 202
+    assert client.get("/api/v1/agent/config", headers=a.headers).json()["paths"] == {
+        "requests": []}
+
+    # Only agents of the org, and not to itself.
+    for body, field in (({"src": a.agent_id, "dst": str(uuid.uuid4())}, "dst"),
+                        ({"src": a.agent_id, "dst": a.agent_id}, "dst")):
+        r = client.post("/api/v1/analytics/paths/requests", headers=people, json=body)
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", field], r.text

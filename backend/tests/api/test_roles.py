@@ -143,6 +143,7 @@ ACCESS: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/analytics/paths/current"): "read",
     ("GET", "/api/v1/analytics/paths/changes"): "read",
     ("GET", "/api/v1/analytics/paths/diff"): "read",
+    ("POST", "/api/v1/analytics/paths/requests"): "manage",
 }
 
 DENIED = {401, 403}

@@ -48,3 +48,8 @@ export function differingTtls(a: Hop[], b: Hop[]): Set<number> {
   }
   return out;
 }
+
+/** Asks the src agent to trace the path to dst at its next config poll. */
+export async function requestTrace(src: string, dst: string): Promise<S["TraceRequestAccepted"]> {
+  return unwrap(await api.POST("/api/v1/analytics/paths/requests", { body: { src, dst } }));
+}

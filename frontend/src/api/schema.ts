@@ -694,6 +694,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/analytics/paths/requests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Ask the src agent to trace the path to dst now (at its next config poll) */
+        post: operations["request_trace_api_v1_analytics_paths_requests_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/analytics/{kind}/summary": {
         parameters: {
             query?: never;
@@ -6672,6 +6689,11 @@ export interface components {
              * @enum {string}
              */
             trigger: "schedule" | "level_shift" | "loss" | "alert" | "request";
+            /**
+             * Request Id
+             * @description the server's request this trace answers (from the agent config's paths.requests)
+             */
+            request_id?: string | null;
             /** Reached */
             reached: boolean;
             /** Elapsed Ms */
@@ -6718,6 +6740,35 @@ export interface components {
             path_id: string | null;
             /** Hops */
             hops: components["schemas"]["HopPublic"][];
+        };
+        /** TraceRequestAccepted */
+        TraceRequestAccepted: {
+            /**
+             * Id
+             * Format: uuid
+             * @description the pair's pending request (an earlier one still waiting is the same request)
+             */
+            id: string;
+            /**
+             * Expires At
+             * Format: date-time
+             */
+            expires_at: string;
+        };
+        /** TraceRequestIn */
+        TraceRequestIn: {
+            /**
+             * Src
+             * Format: uuid
+             * @description the agent that traces
+             */
+            src: string;
+            /**
+             * Dst
+             * Format: uuid
+             * @description the agent traced to
+             */
+            dst: string;
         };
         /** TracesAccepted */
         TracesAccepted: {
@@ -10321,6 +10372,66 @@ export interface operations {
             };
             /** @description No such resource in the caller's org (other orgs' rows look the same) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid input; `detail[].loc` names the field, e.g. ["query", "start"] */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Database unavailable; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    request_trace_api_v1_analytics_paths_requests_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TraceRequestIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TraceRequestAccepted"];
+                };
+            };
+            /** @description Missing, unknown, revoked or expired credential */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The credential may not do this (role, kind of token, or CSRF header) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

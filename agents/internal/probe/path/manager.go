@@ -23,11 +23,19 @@ type Target struct {
 	Address string
 }
 
+// Request is a trace the server asks for: to a peer, now, for a reason.
+type Request struct {
+	ID      string
+	Peer    string
+	Trigger string
+}
+
 // Settings come from the server's config.
 type Settings struct {
 	Interval time.Duration // 0: no scheduled traces
 	Proto    Proto
-	Targets  []Target // the peers, this agent excluded
+	Targets  []Target  // the peers, this agent excluded
+	Requests []Request // asked for now; each is traced once, ahead of the schedule
 }
 
 // HopOut and TraceOut are a trace as POST /api/v1/ingest/paths takes it.
@@ -44,6 +52,7 @@ type HopOut struct {
 
 type TraceOut struct {
 	ID         string   `json:"id"`
+	RequestID  string   `json:"request_id,omitempty"`
 	DstAgentID string   `json:"dst_agent_id"`
 	DstAddress string   `json:"dst_address"`
 	StartedAt  string   `json:"started_at"`
@@ -129,6 +138,7 @@ func (m *Manager) offset(peer string, interval time.Duration) time.Duration {
 // Run traces and ships until ctx ends.
 func (m *Manager) Run(ctx context.Context, send Sender) error {
 	next := map[string]time.Time{} // peer -> when its next trace is due
+	served := map[string]bool{}    // requests traced (the config lists them until the trace is in)
 	var pending []TraceOut
 	for {
 		m.mu.Lock()
@@ -161,7 +171,41 @@ func (m *Manager) Run(ctx context.Context, send Sender) error {
 				}
 			}
 		}
-		if due != nil {
+		// A request goes ahead of the schedule, once; the config lists it until its trace is in.
+		listed := map[string]bool{}
+		for _, r := range s.Requests {
+			listed[r.ID] = true
+		}
+		for id := range served {
+			if !listed[id] {
+				delete(served, id)
+			}
+		}
+		var asked *Request
+		for i, r := range s.Requests {
+			if !served[r.ID] {
+				asked = &s.Requests[i]
+				break
+			}
+		}
+		if asked != nil {
+			served[asked.ID] = true
+			addr := ""
+			for _, t := range s.Targets {
+				if t.ID == asked.Peer {
+					addr = t.Address
+				}
+			}
+			if addr == "" {
+				m.Log.Warn("path trace asked for a peer this agent does not mesh with", "peer", asked.Peer)
+			} else if tr, err := m.trace(ctx, Target{ID: asked.Peer, Address: addr}, s.Proto); err == nil {
+				out := Encode(tr, asked.Peer, asked.Trigger)
+				out.RequestID = asked.ID
+				pending = append(pending, out)
+			} else if ctx.Err() == nil {
+				m.Log.Warn("path trace failed", "peer", asked.Peer, "address", addr, "err", err)
+			}
+		} else if due != nil {
 			next[due.ID] = next[due.ID].Add(s.Interval)
 			if tr, err := m.trace(ctx, *due, s.Proto); err == nil {
 				pending = append(pending, Encode(tr, due.ID, "schedule"))
@@ -179,7 +223,7 @@ func (m *Manager) Run(ctx context.Context, send Sender) error {
 				}
 			}
 		}
-		if due != nil {
+		if due != nil || asked != nil {
 			continue // more may be due
 		}
 		select {

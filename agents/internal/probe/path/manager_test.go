@@ -105,3 +105,35 @@ func TestAnIntervalOfZeroTracesNothing(t *testing.T) {
 		t.Fatalf("%d peers traced with scheduling off", n)
 	}
 }
+
+func TestARequestedTraceRunsOnceAheadOfTheScheduleAndNamesItsRequest(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("path tracing needs Linux")
+	}
+	a := listen(t, "127.0.0.1:0")
+	m := NewManager("self", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	m.Options = Options{ProbeTimeout: time.Second}
+	settings := Settings{Interval: 0, Proto: TCP, Targets: []Target{{ID: "peer-a", Address: a.String()}},
+		Requests: []Request{{ID: "req-1", Peer: "peer-a", Trigger: "alert"}, {ID: "req-2", Peer: "gone", Trigger: "request"}}}
+	m.Apply(settings)
+	s := &shipped{got: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(ctx, s.send) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-s.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no requested trace shipped")
+	}
+	// The config still lists the request (the server has not seen the trace yet): no second.
+	m.Apply(settings)
+	time.Sleep(300 * time.Millisecond) // nothing to wait for: a second trace would take ~1 ms
+	ts := s.byPeer()["peer-a"]
+	if len(ts) != 1 || ts[0].RequestID != "req-1" || ts[0].Trigger != "alert" || !ts[0].Reached {
+		t.Fatalf("traces for the request: %+v", ts)
+	}
+	if n := len(s.byPeer()["gone"]); n != 0 {
+		t.Fatalf("%d traces to a peer this agent does not mesh with", n)
+	}
+}

@@ -10,9 +10,17 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, status
 from sqlalchemy import select
 
-from stormwatch.api.deps import AgentDep, OrgPrincipalDep, SessionDep, SettingsDep, get_owned
+from stormwatch.api.deps import (
+    AdminDep,
+    AgentDep,
+    OrgPrincipalDep,
+    SessionDep,
+    SettingsDep,
+    get_owned,
+)
 from stormwatch.api.errors import value_error
-from stormwatch.models.paths import PairPath, PathTrace
+from stormwatch.models.agent import Agent
+from stormwatch.models.paths import PairPath, PathTrace, PathTraceRequest
 from stormwatch.schemas.errors import NOT_FOUND
 from stormwatch.schemas.paths import (
     CurrentPathResponse,
@@ -22,11 +30,13 @@ from stormwatch.schemas.paths import (
     PathPublic,
     TraceDiffResponse,
     TracePublic,
+    TraceRequestAccepted,
+    TraceRequestIn,
     TracesAccepted,
     TracesIn,
     TracesResponse,
 )
-from stormwatch.services.paths import store
+from stormwatch.services.paths import requests, store
 from stormwatch.services.paths.identity import differing_hops, first_difference, path_from_wire
 
 router = APIRouter(tags=["paths"])
@@ -141,3 +151,25 @@ async def diff_traces(principal: OrgPrincipalDep, session: SessionDep,
     return TraceDiffResponse(a=a, b=b, same_path=d is None, diff_ttl=d.ttl if d else None,
                              differing_ttls=differing_hops(pa, pb),
                              added_rtt_us=d.added_rtt_us if d else None)
+
+
+@router.post("/analytics/paths/requests", status_code=status.HTTP_202_ACCEPTED,
+             response_model=TraceRequestAccepted,
+             summary="Ask the src agent to trace the path to dst now (at its next config poll)")
+async def request_trace(body: TraceRequestIn, principal: AdminDep,
+                        session: SessionDep) -> TraceRequestAccepted:
+    for field, agent_id in (("src", body.src), ("dst", body.dst)):
+        a = await session.get(Agent, agent_id)
+        if a is None or a.org_id != principal.org_id:
+            raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, value_error(
+                ["body", field], f"{agent_id} is not an agent of this org"))
+    if body.src == body.dst:
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, value_error(
+            ["body", "dst"], "an agent does not trace the path to itself"))
+    assert principal.org_id is not None
+    rid = await requests.request_trace(session, principal.org_id, body.src, body.dst,
+                                       "request", "asked through the API")
+    await session.commit()
+    row = (await session.execute(select(PathTraceRequest).where(
+        PathTraceRequest.id == rid))).scalar_one()
+    return TraceRequestAccepted(id=rid, expires_at=row.expires_at)

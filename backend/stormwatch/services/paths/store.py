@@ -22,6 +22,7 @@ from stormwatch.core.db import lock_row_key
 from stormwatch.models.agent import Agent, DeletedAgent
 from stormwatch.models.paths import PairPath, PathTrace
 from stormwatch.schemas.paths import TraceIn
+from stormwatch.services.paths import requests
 from stormwatch.services.paths.identity import (
     Path,
     first_difference,
@@ -74,6 +75,8 @@ async def record_traces(session: AsyncSession, agent: Agent, traces: Sequence[Tr
             out.duplicates += 1
             continue
         out.stored += 1
+        if t.request_id is not None:
+            await requests.serve(session, agent.org_id, agent.id, t.request_id, t.id)
         path_id, changed = await _place(session, agent, t, path_from_wire(hops, t.reached))
         out.path_changes += changed
         row = await session.get(PathTrace, t.id)

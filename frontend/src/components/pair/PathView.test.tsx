@@ -32,8 +32,12 @@ const TRACES = [
   trace("t1", "2026-11-29T08:00:00Z", OLD, "p-old"),
 ];
 
+const me = (role: string) => ({ user_id: "u1", email: "me@example.com", org_id: "o1", org_name: "acme", kind: "user", role });
+
 beforeEach(() => {
   api.seen.length = 0;
+  api.route("GET /api/v1/auth/me", () => me("admin"));
+  api.route("POST /api/v1/analytics/paths/requests", () => ({ status: 202, body: { id: "r1", expires_at: "2026-11-29T09:10:00Z" } }));
   api.route("GET /api/v1/analytics/paths/current", () => ({ path: P_NEW }));
   api.route("GET /api/v1/analytics/paths/traces", () => ({ traces: TRACES }));
   api.route("GET /api/v1/analytics/paths/changes", () => ({
@@ -64,6 +68,19 @@ describe("Path", () => {
     await userEvent.selectOptions(within(card).getByRole("combobox", { name: "Later trace" }), "t4");
     expect(within(compared).queryAllByRole("row", { name: /differs/ })).toHaveLength(0);
     expect(within(card).getByText(/the same path/)).toBeTruthy();
+  });
+
+  it("lets an admin ask for a trace now, and offers a viewer none", async () => {
+    renderWithClient(<PathView pair={pair} rangeKey="r3" refetchInterval={false} />);
+    const card = await screen.findByRole("region", { name: "Path" });
+    await userEvent.click(await within(card).findByRole("button", { name: "Trace now" }));
+    expect(await within(card).findByRole("status")).toHaveProperty("textContent", "Asked: the agent traces at its next config poll (within 30 s).");
+    expect(api.seen.find((r) => r.method === "POST")?.body).toEqual({ src: SRC, dst: DST });
+    cleanup();
+    api.route("GET /api/v1/auth/me", () => me("viewer"));
+    renderWithClient(<PathView pair={pair} rangeKey="r4" refetchInterval={false} />);
+    await screen.findByRole("table", { name: "Current path" });
+    expect(screen.queryByRole("button", { name: "Trace now" })).toBeNull();
   });
 
   it("says when the pair has not been traced yet", async () => {

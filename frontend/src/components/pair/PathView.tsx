@@ -1,6 +1,7 @@
-import { useQuery } from "@tanstack/react-query";
+import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState } from "react";
-import { differingTtls, getCurrentPath, getPathChanges, getPathTraces, type Hop, type PairRef, type Trace } from "../../api/paths";
+import { differingTtls, getCurrentPath, getPathChanges, getPathTraces, requestTrace, type Hop, type PairRef, type Trace } from "../../api/paths";
+import { useIsAdmin } from "../../lib/role";
 import { formatClock, formatInstant, formatPercent, formatUs } from "../../lib/format";
 import { Async, Card } from "../common/State";
 
@@ -100,6 +101,8 @@ export function PathView({ pair, rangeKey, refetchInterval }: { pair: () => Pair
   const current = useQuery({ queryKey: [...key, "current"], queryFn: ({ signal }) => getCurrentPath(src, dst, signal), refetchInterval });
   const changes = useQuery({ queryKey: [...key, "changes"], queryFn: ({ signal }) => getPathChanges(pair(), signal), refetchInterval });
   const traces = useQuery({ queryKey: [...key, "traces"], queryFn: ({ signal }) => getPathTraces(pair(), signal), refetchInterval });
+  const admin = useIsAdmin();
+  const ask = useMutation({ mutationFn: () => requestTrace(src, dst) });
   const last = changes.data?.at(-1);
   // By default the traces either side of the range's last path change, else the two newest.
   const initial = (ts: Trace[]): [string, string] => {
@@ -111,7 +114,21 @@ export function PathView({ pair, rangeKey, refetchInterval }: { pair: () => Pair
     return [ts[1]?.id ?? ts[0]!.id, ts[0]!.id];
   };
   return (
-    <Card title="Path" note="hop by hop, from the agent's traces; changes of route in this range">
+    <Card
+      title="Path"
+      note="hop by hop, from the agent's traces; changes of route in this range"
+      actions={
+        admin ? (
+          <span className="toolbar">
+            <button type="button" onClick={() => ask.mutate()} disabled={ask.isPending}>
+              Trace now
+            </button>
+            {ask.isSuccess && <span role="status">Asked: the agent traces at its next config poll (within 30 s).</span>}
+            {ask.error && <span role="alert">{ask.error.message}</span>}
+          </span>
+        ) : undefined
+      }
+    >
       <Async state={current} isEmpty={(p) => !p} empty="No trace of this pair yet: agents trace each peer every path_trace_interval_s (Settings).">
         {(p) => (
           <>

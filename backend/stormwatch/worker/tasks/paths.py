@@ -1,0 +1,33 @@
+"""Path traces the server asks for (services/paths/requests.py): each pass turns the mesh
+alerts that fired lately into requests the tracing agents find in their config. Safe to run
+twice: an alert event asks at most once per pair, and a pair has one pending request."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from stormwatch.core.config import get_settings
+from stormwatch.services.paths import requests
+from stormwatch.worker.app import celery_app
+
+
+async def _request(until: datetime) -> int:
+    # A pooled asyncpg connection cannot outlive the event loop asyncio.run makes per task.
+    engine = create_async_engine(get_settings().database_url, poolclass=NullPool)
+    try:
+        async with AsyncSession(engine, expire_on_commit=False) as session:
+            n = await requests.request_for_firing_alerts(session, until)
+            await session.commit()
+            return n
+    finally:
+        await engine.dispose()
+
+
+@celery_app.task(name="stormwatch.request_path_traces")
+def request_path_traces(until: str | None = None) -> int:
+    """Asks a trace of each mesh pair whose alert fired in the last 10 minutes."""
+    return asyncio.run(_request(datetime.fromisoformat(until) if until else datetime.now(UTC)))
