@@ -147,13 +147,16 @@ def test_a_route_moved_through_a_third_router_is_a_level_shift_with_the_path_cha
             sleep_until(start + timedelta(seconds=50))
             detour.take()
             moved = datetime.now(UTC)
+            # Asked for at once: a1 traces at its next config poll (within 33 s), ahead of
+            # its schedule (within 60 s); whichever comes first shows the change.
+            r = api.post("/api/v1/analytics/paths/requests", json=pair)
+            assert r.status_code == 202, r.text
 
             def changes() -> list[dict]:
                 end = datetime.now(UTC) + timedelta(minutes=1)
                 return api.get("/api/v1/analytics/paths/changes", params={
                     **pair, "start": start.isoformat(), "end": end.isoformat()}).json()["changes"]
 
-            # The next scheduled trace comes within the 60 s interval.
             wait_until("the path change", 100, lambda: len(changes()) == 1, every_s=2)
             [change] = changes()
             assert change["diff_ttl"] == 2 and change["parting_after"] == [r1_a1]
@@ -176,6 +179,10 @@ def test_a_route_moved_through_a_third_router_is_a_level_shift_with_the_path_cha
             assert 7_000 <= shift["step"] <= 9_500, shift
             pc = shift["path_change"]
             assert pc is not None and pc["diff_ttl"] == 2 and pc["parting_after"] == [r1_a1]
+            # The request was served by a trace that names it, or outrun by the schedule.
+            traces = api.get("/api/v1/analytics/paths/traces", params={
+                **pair, "start": moved.isoformat()}).json()["traces"]
+            assert {t["trigger"] for t in traces} <= {"request", "schedule"} and traces
     finally:
         for a in agents:
             a.kill()
