@@ -10,7 +10,13 @@ import (
 // It returns the address to dial.
 func ServeTCP(t testing.TB, handle func(c net.Conn)) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return ServeTCPOn(t, "127.0.0.1:0", handle)
+}
+
+// ServeTCPOn is ServeTCP on addr (e.g. "[::1]:0").
+func ServeTCPOn(t testing.TB, addr string, handle func(c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,9 @@ func inNS[T any](t *testing.T, ns string, f func() (T, error)) (T, error) {
 }
 
 // A host, three routers and a destination in a chain; the links between the routers and to
-// the destination hold frames 2, 3 and 5 ms each way.
+// the destination hold frames 10, 15 and 25 ms each way, WAN-like: each crossing of a
+// user-space link also costs a wake-up of its thread, a few hundred microseconds on an idle
+// virtual machine (its CPUs sleep), which against 2-5 ms links came to 10-17% of a hop.
 func TestATraceReportsEveryRouterOfAFourHopPathWithRTTsThatAddUpToTheLinksDelays(t *testing.T) {
 	n := newRoutedNet(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -172,7 +174,7 @@ func TestATraceReportsEveryRouterOfAFourHopPathWithRTTsThatAddUpToTheLinksDelays
 	for _, ns := range []string{"h", "r1", "r2", "r3", "d"} {
 		n.add(ns, ns[0] == 'r')
 	}
-	delays := []time.Duration{2 * time.Millisecond, 3 * time.Millisecond, 5 * time.Millisecond}
+	delays := []time.Duration{10 * time.Millisecond, 15 * time.Millisecond, 25 * time.Millisecond}
 	n.veth("r1", "h", 1)
 	n.wire(ctx, "r1", "r2", 2, delays[0])
 	n.wire(ctx, "r2", "r3", 3, delays[1])

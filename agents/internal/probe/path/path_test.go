@@ -7,26 +7,19 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"stormwatch/agents/internal/testutil"
 )
 
-// listen opens a TCP listener on addr that accepts and closes, for the lifetime of the test.
+// listen is a TCP listener on addr that accepts and closes, for the lifetime of the test.
 func listen(t *testing.T, addr string) netip.AddrPort {
 	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Skipf("no %s here: %v", addr, err)
+	if ln, err := net.Listen("tcp", addr); err != nil {
+		t.Skipf("no %s here: %v", addr, err) // a host without IPv6
+	} else {
+		ln.Close()
 	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().(*net.TCPAddr).AddrPort()
+	return netip.MustParseAddrPort(testutil.ServeTCPOn(t, addr, func(net.Conn) {}))
 }
 
 // closedUDPPort is a UDP port with nothing bound on it (bound, then released).
