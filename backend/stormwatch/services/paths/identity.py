@@ -19,7 +19,6 @@ path: a path change, dated by that trace.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -143,6 +142,3 @@ def hop_to_wire(h: Hop) -> dict:
 def path_from_wire(hops: Sequence[dict], reached: bool) -> Path:
     return Path(tuple(hop_from_wire(h) for h in hops), reached)
 
-
-def median_us(values: Sequence[int]) -> int | None:
-    return int(statistics.median(values)) if values else None
