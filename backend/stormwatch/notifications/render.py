@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 def fmt_value(value: float | None, unit: str) -> str:
-    """Readable units: microseconds of 1 ms and more as ms, rates (unit "ratio") as %."""
+    """Readable units: microseconds of 1 ms and more as ms, rates (unit "ratio") as %,
+    stretch (unit "x") as a multiple, counts bare."""
     if value is None:
         return "n/a"
     if unit == "us" and abs(value) >= 1000:
@@ -26,7 +27,9 @@ def fmt_value(value: float | None, unit: str) -> str:
     elif unit == "ratio":
         value, unit = value * 100, "%"
     text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6g}"
-    return f"{text} {unit}".strip() if unit != "%" else f"{text}%"
+    if unit in ("%", "x"):  # a stretch of 2.5 reads "2.5×"
+        return f"{text}{'×' if unit == 'x' else '%'}"
+    return f"{text} {unit}".strip() if unit != "count" else text
 
 
 def _num(v: Any) -> float | None:

@@ -35,7 +35,7 @@ def alert_metrics() -> dict[str, Any]:
         "metrics": [{"name": m.name, "title": m.title, "unit": m.unit, "statistics": stats(m),
                      "units": {s: statistic_unit(m, s) for s in stats(m)},
                      "filters": list(m.filters),
-                     "conditions": ["above"] if m.kind is None else list(CONDITION_TYPES)}
+                     "conditions": list(m.conditions)}
                     for m in METRICS.values()],
         "conditions": list(CONDITION_TYPES), "baselines": list(BASELINES),
         "directions": list(DIRECTIONS), "severities": list(SEVERITIES), "window_s": WINDOW_S,

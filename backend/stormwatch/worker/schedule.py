@@ -129,10 +129,11 @@ BEAT_SCHEDULE.update({
     },
 })
 
-# --- path traces (services/paths/requests.py, worker/tasks/paths.py) ----------------------
+# --- path traces (services/paths/requests.py, triggers.py, worker/tasks/paths.py) ---------
 BEAT_SCHEDULE.update({
-    # A firing mesh alert asks its pairs' agents for a trace; they poll their config every
-    # 30 s, so a 30 s pass has the trace under way within a minute of the alert.
+    # A firing mesh alert, a level shift or rising loss asks the pair's agent for a trace;
+    # agents poll their config every 30 s, so a 30 s pass has the trace under way within a
+    # minute of the alert (a shift is seen 1.5 min after it starts: 3 windows of 30 s).
     "request-path-traces": {
         "task": "stormwatch.request_path_traces",
         "schedule": timedelta(seconds=30),

@@ -11,8 +11,8 @@ export const SEVERITIES: Severity[] = ["critical", "warning", "info"];
 export type ConditionType = "above" | "below" | "baseline" | "level_shift";
 export type BaselineKind = "prev_24h" | "week_ago";
 export type ShiftDirection = "up" | "down" | "either";
-/** How a statistic's values are written: microseconds, a ratio 0..1, seconds, bytes per second. */
-export type Unit = "us" | "ratio" | "s" | "bytes/s" | "count";
+/** How a statistic's values are written: microseconds, a ratio 0..1, seconds, bytes per second, a count, a multiple (stretch). */
+export type Unit = "us" | "ratio" | "s" | "bytes/s" | "count" | "x";
 
 export interface StatisticOption {
   id: string;
@@ -65,7 +65,7 @@ export interface RuleVM extends RuleDraft {
   createdMs: number;
   updatedMs: number;
 }
-const UNITS: Unit[] = ["us", "ratio", "s", "bytes/s", "count"];
+const UNITS: Unit[] = ["us", "ratio", "s", "bytes/s", "count", "x"];
 export const asUnit = (v: unknown): Unit => (UNITS.includes(v as Unit) ? (v as Unit) : "us");
 export const asSeverity = (v: unknown): Severity => (SEVERITIES.includes(v as Severity) ? (v as Severity) : "warning");
 

@@ -17,6 +17,8 @@ export const CATALOG = {
       conditions: ["above", "below", "baseline", "level_shift"],
     },
     { name: "agent_silence", title: "Agent silence", unit: "s", statistics: ["silence_s"], units: { silence_s: "s" }, filters: ["agents", "regions"], conditions: ["above"] },
+    { name: "path_changed", title: "Path changes", unit: "count", statistics: ["changes"], units: { changes: "count" }, filters: ["agents", "src", "dst", "topology_class"], conditions: ["above"] },
+    { name: "mesh_stretch", title: "Mesh RTT stretch", unit: "x", statistics: ["p50", "mean"], units: { p50: "x", mean: "x" }, filters: ["agents", "src", "dst"], conditions: ["above", "below"] },
   ],
   conditions: ["above", "below", "baseline", "level_shift"],
   baselines: ["prev_24h", "week_ago"],

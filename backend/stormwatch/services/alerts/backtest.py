@@ -30,6 +30,9 @@ from stormwatch.services.alerts.values import (
     agent_activity,
     epoch,
     from_epoch,
+    pair_floors,
+    path_change_windows,
+    per_floor,
     percentiles_of,
     raw_windows,
     replayed_silence,
@@ -67,7 +70,11 @@ async def backtest(session: AsyncSession, org_id: uuid.UUID, draft: dict[str, An
     ps = percentiles_of([stat])
     data: Windows = {}
     source: dict[str, Any]
-    if metric.kind is None:
+    if metric.source == "path_changes":
+        data = await path_change_windows(session, [org_id], w, s_e, e_e, fill=False)
+        source = {"resolution": "exact", "exact": True,
+                  "note": "each path change counted in the window its first trace was received"}
+    elif metric.source == "silence":
         agents = [a for a in fleet.agents if match((a,))]
         activity = await agent_activity(session, org_id, from_epoch(s_e - 86400),
                                         from_epoch(e_e))
@@ -78,6 +85,7 @@ async def backtest(session: AsyncSession, org_id: uuid.UUID, draft: dict[str, An
         source = {"resolution": "1m", "exact": False,
                   "note": "silences replayed from minute rollups of the agents' samples"}
     else:
+        assert metric.kind is not None
         spec = KIND_SPECS[metric.kind]
         params: dict[str, Any] = {}
         where, n_est = where_clauses(spec, fleet, Filters(start=start, end=end, **{
@@ -108,6 +116,8 @@ async def backtest(session: AsyncSession, org_id: uuid.UUID, draft: dict[str, An
                                     from_epoch(e_e), ps, where, params)
             for k, by_w in raw.items():
                 data.setdefault(k, {}).update(by_w)
+    if metric.per_floor:
+        data = per_floor(data, {org_id: await pair_floors(session, org_id, fleet)})
     starts = list(range(s_e, e_e, w))
     keys = sorted((k for (o, k) in data if o == org_id and match(k)), key=key_to_str)
     values: dict[str, np.ndarray] = {}
@@ -116,6 +126,8 @@ async def backtest(session: AsyncSession, org_id: uuid.UUID, draft: dict[str, An
         values[key_to_str(k)] = np.array(
             [np.nan if (ws := by_w.get(t)) is None or (v := ws.value(stat)) is None else v
              for t in starts], dtype=np.float64)
+        if metric.source == "path_changes":  # a traced pair's quiet window: no change
+            values[key_to_str(k)] = np.nan_to_num(values[key_to_str(k)], nan=0.0)
     base: dict[Any, np.ndarray] = {}
     if cond["type"] == "baseline" and starts and metric.kind is not None:
         base = await baselines(session, org_id, metric, f, fleet, stat,

@@ -74,6 +74,9 @@ from stormwatch.services.alerts.values import (
     agent_last_heard,
     epoch,
     from_epoch,
+    pair_floors,
+    path_change_windows,
+    per_floor,
     percentiles_of,
     raw_windows,
     rollup_windows,
@@ -328,13 +331,18 @@ async def evaluate_cycle(sessionmaker: async_sessionmaker[AsyncSession],
             end = max(due[r.id].starts[-1] for r in rs) + w
             orgs = sorted({r.org_id for r in rs})
             try:
-                if metric.kind is None:
+                if metric.source == "silence":
                     heard = await agent_last_heard(session, orgs)
                     data = silence_windows(heard, w, list(range(start, end, w)), t_now)
+                elif metric.source == "path_changes":
+                    data = await path_change_windows(session, orgs, w, start, end, fill=True)
                 else:
                     data = await raw_windows(session, orgs, metric, w, from_epoch(start),
                                              from_epoch(min(end, t_now + 1)),
                                              percentiles_of(r.statistic for r in rs))
+                if metric.per_floor:
+                    data = per_floor(data, {o: await pair_floors(session, o, fleets[o])
+                                            for o in orgs})
             except Exception as exc:  # the rules of this read fail; the other reads go on
                 await session.rollback()
                 _fail(res, rs, exc)
@@ -417,7 +425,7 @@ def _parse_key(metric: MetricKind, s: str) -> SeriesKey | None:
     parts = s.split("|")
     if len(parts) != len(metric.series_key):
         return None
-    types = metric.spec.key_types if metric.spec else ("uuid",)
+    types = metric.key_types
     out: list[Any] = []
     try:
         for p, t in zip(parts, types, strict=True):

@@ -60,7 +60,7 @@ def matcher(metric: MetricKind, f: Filters, fleet: Fleet) -> Callable[[SeriesKey
     keys = metric.series_key
     extra = [(keys.index(col), set(vals)) for col, vals in f.extra.items() if col in keys]
     payload = set(f.payload_bytes) if f.payload_bytes and "payload_bytes" in keys else None
-    pair = metric.spec is not None and metric.spec.pair
+    pair = metric.pair
 
     def match(k: SeriesKey) -> bool:
         if pair:
@@ -87,7 +87,7 @@ def matcher(metric: MetricKind, f: Filters, fleet: Fleet) -> Callable[[SeriesKey
 def fleet_series(metric: MetricKind, fleet: Fleet) -> list[SeriesKey]:
     """Series the fleet defines by itself: pairs (with their default payload unknown, so
     without it) for pair kinds, agents otherwise. Used to check a scope matches something."""
-    if metric.spec is not None and metric.spec.pair:
+    if metric.pair:
         return [(s, d) for s in fleet.agents for d in fleet.agents]
     return [(a,) for a in fleet.agents]
 
@@ -106,16 +106,15 @@ def describe(metric: MetricKind, k: SeriesKey, fleet: Fleet,
                 "provider": info.provider if info else ""}
 
     out: dict[str, Any] = {"key": key_to_str(k)}
-    if metric.spec is not None and metric.spec.pair:
+    if metric.pair:
         out["src"], out["dst"] = agent(k[0]), agent(k[1])
         out["topology_class"] = fleet.topology_of(k[0], k[1])
         out["name"] = f"{out['src']['name']} → {out['dst']['name']}"
     else:
         out["agent"] = agent(k[0])
         out["name"] = out["agent"]["name"]
-    for col, v in zip(metric.series_key[1:] if not (metric.spec and metric.spec.pair)
-                      else metric.series_key[2:],
-                      k[1:] if not (metric.spec and metric.spec.pair) else k[2:], strict=False):
+    skip = 2 if metric.pair else 1
+    for col, v in zip(metric.series_key[skip:], k[skip:], strict=False):
         out[col] = str(v) if isinstance(v, uuid.UUID) else v
     if "target_id" in out and target_names:
         out["target_name"] = target_names.get(uuid.UUID(str(out["target_id"])), "")
@@ -132,7 +131,7 @@ def dashboard_path(metric: MetricKind, keys: list[SeriesKey], fleet: Fleet, star
     time range."""
     span = {"from": start.isoformat(), "to": end.isoformat()}
     k = keys[0] if keys else None
-    if metric.kind in ("mesh", "throughput") and k is not None:
+    if metric.pair and k is not None:
         s, d = fleet.agents.get(k[0]), fleet.agents.get(k[1])
         return "/pair?" + urlencode({"level": "node", "src": str(k[0]), "dst": str(k[1]),
                                      "srcLabel": s.name if s else str(k[0]),

@@ -20,8 +20,10 @@ from stormwatch.services.alerts.scope import (
     matcher,
     to_filters,
 )
+from stormwatch.services.alerts.values import pair_floors
 from stormwatch.services.analytics.filters import KIND_SPECS, Fleet, QueryError, load_fleet
 from stormwatch.services.analytics.zones import first_zone_problem, zone_key
+from stormwatch.services.geography.catalog import MIN_STRETCH_KM
 
 DEFAULT_STORAGE_INTERVAL_S = 600
 # Windows a rollup level can answer in a backtest (whole minutes), besides seed 003's 30 s.
@@ -81,8 +83,10 @@ async def validate_rule(session: AsyncSession, org_id: uuid.UUID, d: dict[str, A
         raise _bad("statistic", f"{metric.name} has no statistic {stat!r}; it offers "
                    + ", ".join(offered))
     cond = d["condition"]
-    if metric.kind is None and cond["type"] not in ("above",):
-        raise _bad(["condition", "type"], "agent silence takes an 'above' condition (seconds)")
+    if cond["type"] not in metric.conditions:
+        raise _bad(["condition", "type"], f"{metric.name} takes "
+                   + " or ".join(repr(c) for c in metric.conditions) + " conditions"
+                   + (f" (in {metric.unit})" if metric.unit in ("s", "count", "x") else ""))
     if d["x"] > d["y"]:
         raise _bad("x", f"x ({d['x']}) cannot exceed y ({d['y']}): X of Y consecutive windows")
     if d.get("m") is not None and d["n"] > d["m"]:
@@ -148,21 +152,28 @@ async def _validate_scope(session: AsyncSession, org_id: uuid.UUID, metric: Metr
     extra_cols = [c for c in f.extra] + (["payload_bytes"] if f.payload_bytes else [])
     if metric.kind is None or not extra_cols:
         base = fleet_series(metric, fleet)
-        pair = metric.spec is not None and metric.spec.pair
+        pair = metric.pair
         matched = [k for k in base if _fleet_match(match, k, pair, metric)]
     else:
         matched = await _data_series(session, org_id, metric, match)
     if not matched:
-        what = "agents" if metric.kind in (None, "quorum", "storage") else "agent pairs"
+        what = "agent pairs" if metric.pair else "agents"
         field = _scope_name(extra_cols[0]) if extra_cols and metric.kind else "scope"
         raise _bad(["scope"] if field == "scope" else ["scope", field],
                    f"the scope matches none of this org's {what}"
                    + ("" if field == "scope" else " with data in the last 7 days"))
+    if metric.per_floor:
+        floors = await pair_floors(session, org_id, fleet)
+        matched = [k for k in matched if (k[0], k[1]) in floors]
+        if not matched:
+            raise _bad(["scope"], "no pair in the scope has a physical floor to divide by: "
+                       "both agents' regions must be placed (catalog or PUT "
+                       f"/geography/places) and at least {MIN_STRETCH_KM:g} km apart")
     if d.get("m") is not None and d["m"] > len(matched):
         raise _bad("m", f"m ({d['m']}) exceeds the {len(matched)} series the scope matches")
-    if d["n"] > len(matched) and metric.spec is not None and metric.spec.pair:
+    if d["n"] > len(matched) and metric.pair:
         raise _bad("n", f"n ({d['n']}) exceeds the {len(matched)} series the scope matches")
-    if d["n"] > len(matched) and metric.kind is None:
+    if d["n"] > len(matched) and metric.source == "silence":
         raise _bad("n", f"n ({d['n']}) exceeds the {len(matched)} agents the scope matches")
 
 

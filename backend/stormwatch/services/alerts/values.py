@@ -22,6 +22,7 @@ from stormwatch.services.analytics.grouped import load_grouped
 from stormwatch.services.analytics.raw import ADJUSTED_RAW, MESH_RAW_FROM, mesh_series_ids
 from stormwatch.services.analytics.sketches import merge_sketches
 from stormwatch.services.analytics.stats import Distribution, Moments
+from stormwatch.services.geography.places import load_geography
 
 
 @dataclass
@@ -40,7 +41,7 @@ class WinStat:
     def value(self, statistic: str) -> float | None:
         if statistic in ("loss_rate", "failure_rate"):
             return self.failures / self.samples if self.samples else None
-        if statistic == "silence_s":
+        if statistic in ("silence_s", "changes"):
             return self.total if self.samples else None
         if self.count == 0:
             return None
@@ -59,6 +60,12 @@ class WinStat:
         if p is None:
             raise ValueError(f"unknown statistic {statistic!r}")
         return self.pcts.get(p)
+
+    def scaled(self, k: float) -> WinStat:
+        """The same window with every value multiplied by k > 0 (counts unchanged)."""
+        return WinStat(self.samples, self.count, self.failures, self.total * k,
+                       self.total_sq * k * k, self.minimum * k, self.maximum * k,
+                       {p: None if v is None else v * k for p, v in self.pcts.items()})
 
     @classmethod
     def of(cls, d: Distribution, percentiles: Sequence[float]) -> WinStat:
@@ -240,6 +247,63 @@ def replayed_silence(activity: dict[uuid.UUID, np.ndarray], org_id: uuid.UUID,
         out[(org_id, (a,))] = {int(w): WinStat(samples=1, count=1, total=float(s))
                                for w, s in zip(starts.tolist(), sil.tolist(), strict=True)
                                if w + window_s > base}
+    return out
+
+
+async def pair_floors(session: AsyncSession, org_id: uuid.UUID, fleet: Fleet
+                      ) -> dict[tuple[uuid.UUID, uuid.UUID], float]:
+    """The physical floor (µs) of every pair of the fleet whose places are known and at
+    least MIN_STRETCH_KM apart (services/geography)."""
+    geo = await load_geography(session, org_id)
+    places = {a.id: (a.provider, a.region) for a in fleet.agents.values()}
+    out: dict[tuple[uuid.UUID, uuid.UUID], float] = {}
+    for s, ps in places.items():
+        for d, pd in places.items():
+            if s != d and (f := geo.floor_us(ps, pd)) is not None:
+                out[(s, d)] = f
+    return out
+
+
+def per_floor(data: Windows, floors: dict[uuid.UUID, dict[tuple[uuid.UUID, uuid.UUID], float]]
+              ) -> Windows:
+    """Pair windows divided by the pair's floor (stretch); pairs without one are dropped."""
+    out: Windows = {}
+    for (org, key), by_w in data.items():
+        f = floors.get(org, {}).get((key[0], key[1]))
+        if f:
+            out[(org, key)] = {t: ws.scaled(1.0 / f) for t, ws in by_w.items()}
+    return out
+
+
+async def path_change_windows(session: AsyncSession, orgs: Sequence[uuid.UUID], window_s: int,
+                              start: int, end: int, fill: bool) -> Windows:
+    """Path changes per pair and window, each counted in the window the server received the
+    trace that opened it (a change is known only then, and live evaluation must not miss
+    one that arrives after its window was judged). fill: every traced pair gets 0 in the
+    windows without a change (live cycles: a few windows); else it is listed with only the
+    windows that hold one."""
+    args = {"orgs": list(orgs), "s": from_epoch(start), "e": from_epoch(end), "w": window_s}
+    rows = (await session.execute(text(
+        "SELECT p.org_id, p.src_agent_id, p.dst_agent_id, "
+        "(floor(extract(epoch FROM min(t.received_at)) / :w) * :w)::bigint AS ws "
+        "FROM pair_paths p JOIN path_traces t ON t.org_id = p.org_id "
+        "AND t.src_agent_id = p.src_agent_id AND t.dst_agent_id = p.dst_agent_id "
+        "AND t.started_at = p.first_seen AND t.path_id = p.id "
+        "WHERE p.org_id = ANY(:orgs) AND p.prev_path_id IS NOT NULL "
+        "AND p.diff_ttl IS NOT NULL AND p.first_seen >= CAST(:s AS timestamptz) - "
+        "interval '1 day' AND p.first_seen < :e GROUP BY p.id, p.org_id, p.src_agent_id, "
+        "p.dst_agent_id HAVING min(t.received_at) >= :s AND min(t.received_at) < :e"),
+        args)).all()
+    traced = (await session.execute(text(
+        "SELECT DISTINCT org_id, src_agent_id, dst_agent_id FROM pair_paths "
+        "WHERE org_id = ANY(:orgs)"), {"orgs": list(orgs)})).all()
+    out: Windows = {(o, (s, d)): {w: WinStat(samples=1, count=1, total=0.0)
+                                  for w in range(start, end, window_s)} if fill else {}
+                    for o, s, d in traced}
+    for o, s, d, ws in rows:
+        by_w = out.setdefault((o, (s, d)), {})
+        got = by_w.get(int(ws))
+        by_w[int(ws)] = WinStat(samples=1, count=1, total=(got.total if got else 0.0) + 1)
     return out
 
 

@@ -43,6 +43,7 @@ from stormwatch.services.analytics.stats import (
 )
 from stormwatch.services.geography.catalog import (
     FIBRE_RTT_US_PER_KM,
+    MIN_STRETCH_KM,
     distance_km,
     floor_rtt_us,
 )
@@ -52,8 +53,6 @@ from stormwatch.services.paths import store as path_store
 MAX_WINDOWS = 20_000
 # Level shifts and cycles return one median per window: two weeks of 30 s windows.
 MAX_LEVEL_WINDOWS = 2 * 7 * 2880
-# Regions closer than this share a metro: their floor is too small to divide by.
-MIN_STRETCH_KM = 50.0
 
 
 def _label(g: Hashable) -> Any:

@@ -20,6 +20,8 @@ from typing import Literal
 # is far below what routes add.
 EARTH_RADIUS_KM = 6371.0088
 FIBRE_RTT_US_PER_KM = 10.0
+# Regions closer than this share a metro: their floor is too small to divide by.
+MIN_STRETCH_KM = 50.0
 # When regions.csv was taken from the providers' pages.
 CATALOG_AS_OF = "2026-11"
 

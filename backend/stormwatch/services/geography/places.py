@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from stormwatch.models.geography import OrgPlace
 from stormwatch.services.geography.catalog import (
+    MIN_STRETCH_KM,
     Place,
     distance_km,
     floor_rtt_us,
@@ -38,6 +39,15 @@ class Geography:
         """The metro of a region, or the region itself where the org has not placed it."""
         p = self.place(provider, region)
         return p.metro if p is not None else region
+
+    def floor_us(self, a: tuple[str, str], b: tuple[str, str]) -> float | None:
+        """The physical floor between two (provider, region) places, or None where either
+        is unplaced or they lie under MIN_STRETCH_KM apart (a ratio to it says nothing)."""
+        pa, pb = self.places.get(a), self.places.get(b)
+        if pa is None or pb is None:
+            return None
+        km = distance_km(pa, pb)
+        return floor_rtt_us(km) if km >= MIN_STRETCH_KM else None
 
     def metro_floors_us(self, metros: Iterable[str]) -> dict[tuple[str, str], float]:
         """The physical floor between every two of these metros that are placed (keyed in

@@ -1,8 +1,9 @@
-"""Traces the server asks for (docs/paths.md): an alert on a mesh pair fires, or a person
-asks. A request waits in path_trace_requests until the tracing agent's config poll hands it
-over and the trace comes back naming it; one is pending per pair at a time (asking again
-while one waits is the same ask), and one unserved for REQUEST_TTL lapses (its served_at
-set with no trace), so an agent that is gone does not block the pair for good."""
+"""Traces the server asks for (docs/paths.md): an alert on a mesh pair fires, its RTT level
+shifts or its loss rises (triggers.py), or a person asks. A request waits in
+path_trace_requests until the tracing agent's config poll hands it over and the trace comes
+back naming it; one is pending per pair at a time (asking again while one waits is the same
+ask), and one unserved for REQUEST_TTL lapses (its served_at set with no trace), so an agent
+that is gone does not block the pair for good."""
 
 from __future__ import annotations
 
@@ -74,8 +75,9 @@ async def request_for_firing_alerts(session: AsyncSession, until: datetime) -> i
     rows = (await session.execute(text(
         "SELECT e.id, e.org_id, e.evidence, r.name FROM alert_events e "
         "JOIN alert_rules r ON r.id = e.rule_id WHERE e.kind = 'firing' "
-        "AND r.metric = 'mesh_rtt' AND e.created_at > :since AND e.created_at <= :until "
-        "ORDER BY e.created_at, e.id"), {"since": until - LOOKBACK, "until": until})).all()
+        "AND r.metric IN ('mesh_rtt', 'mesh_stretch') AND e.created_at > :since "
+        "AND e.created_at <= :until ORDER BY e.created_at, e.id"),
+        {"since": until - LOOKBACK, "until": until})).all()
     made = 0
     for event_id, org_id, evidence, rule_name in rows:
         pairs: list[tuple[uuid.UUID, uuid.UUID]] = []

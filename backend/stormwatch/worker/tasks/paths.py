@@ -1,6 +1,7 @@
-"""Path traces the server asks for (services/paths/requests.py): each pass turns the mesh
-alerts that fired lately into requests the tracing agents find in their config. Safe to run
-twice: an alert event asks at most once per pair, and a pair has one pending request."""
+"""Path traces the server asks for (services/paths/requests.py, triggers.py): each pass turns
+the mesh alerts that fired lately, and the pairs whose RTT level shifted or whose loss rose,
+into requests the tracing agents find in their config. Safe to run twice: an alert event asks
+at most once per pair, a shift or loss episode once, and a pair has one pending request."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from stormwatch.core.config import get_settings
-from stormwatch.services.paths import requests
+from stormwatch.services.paths import requests, triggers
 from stormwatch.worker.app import celery_app
 
 
@@ -22,6 +23,8 @@ async def _request(until: datetime) -> int:
         async with AsyncSession(engine, expire_on_commit=False) as session:
             n = await requests.request_for_firing_alerts(session, until)
             await session.commit()
+            n += await triggers.request_for_changes(session, until)
+            await session.commit()
             return n
     finally:
         await engine.dispose()
@@ -29,5 +32,6 @@ async def _request(until: datetime) -> int:
 
 @celery_app.task(name="stormwatch.request_path_traces")
 def request_path_traces(until: str | None = None) -> int:
-    """Asks a trace of each mesh pair whose alert fired in the last 10 minutes."""
+    """Asks a trace of each mesh pair whose alert fired in the last 10 minutes, whose RTT
+    level shifted or whose loss rose."""
     return asyncio.run(_request(datetime.fromisoformat(until) if until else datetime.now(UTC)))

@@ -25,6 +25,11 @@ describe("threshold units", () => {
     expect(units["mesh_rtt.p99.99"]).toBe("us");
     expect(formatValue("ratio", 0.0123)).toBe("1.23%");
     expect(formatValue("us", 91_000)).toBe("91 ms");
+    expect(units["path_changed.changes"]).toBe("count");
+    expect(units["mesh_stretch.p50"]).toBe("x");
+    expect(formatValue("x", 2.5)).toBe("2.5×");
+    expect(fromInput("x", "1.8")).toBe(1.8);
+    expect(inputUnit("x").label).toBe("× floor");
   });
 });
 

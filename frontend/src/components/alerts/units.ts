@@ -1,6 +1,6 @@
 // Values of a rule's statistic in its unit, and the units the editor lets people type.
 import type { Unit } from "../../api/alertRules";
-import { formatBitsPerS, formatCount, formatPercent, formatUs } from "../../lib/format";
+import { formatBitsPerS, formatCount, formatPercent, formatRatio, formatUs } from "../../lib/format";
 
 export function formatValue(unit: Unit, v: number | null | undefined): string {
   if (v === null || v === undefined || !Number.isFinite(v)) return "–";
@@ -8,6 +8,7 @@ export function formatValue(unit: Unit, v: number | null | undefined): string {
   if (unit === "ratio") return formatPercent(v);
   if (unit === "s") return `${formatCount(v)} s`;
   if (unit === "bytes/s") return formatBitsPerS(v);
+  if (unit === "x") return `${formatRatio(v)}×`;
   return formatCount(v);
 }
 
@@ -17,6 +18,7 @@ export function inputUnit(unit: Unit): { label: string; factor: number } {
   if (unit === "ratio") return { label: "%", factor: 0.01 };
   if (unit === "s") return { label: "s", factor: 1 };
   if (unit === "bytes/s") return { label: "Mbit/s", factor: 125_000 };
+  if (unit === "x") return { label: "× floor", factor: 1 };
   return { label: "", factor: 1 };
 }
 
