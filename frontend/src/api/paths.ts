@@ -30,23 +30,12 @@ export async function getCurrentPath(src: string, dst: string, signal?: AbortSig
   return unwrap(await api.GET("/api/v1/analytics/paths/current", { params: { query: { src, dst } }, signal })).path;
 }
 
-/** TTLs where two traces' hops are known to differ: both answered and share no router, or one
- * reached the destination where the other still has hops (the server's rule, for display). */
-export function differingTtls(a: Hop[], b: Hop[]): Set<number> {
-  const out = new Set<number>();
-  const n = Math.max(a.length, b.length);
-  const reachedA = a.at(-1)?.reached ?? false;
-  const reachedB = b.at(-1)?.reached ?? false;
-  for (let i = 0; i < n; i++) {
-    const x = a[i];
-    const y = b[i];
-    if (!x || !y) {
-      if ((!x && reachedA) || (!y && reachedB)) out.add(i + 1);
-      continue;
-    }
-    if (x.addrs.length && y.addrs.length && !x.addrs.some((v) => y.addrs.includes(v))) out.add(i + 1);
-  }
-  return out;
+export type TraceDiff = S["TraceDiffResponse"];
+
+/** Where two traces' paths differ, by the server's path identity (ECMP siblings, silent hops):
+ * the differing TTLs, the first of them and the RTT added there. */
+export async function getTraceDiff(a: string, b: string, signal?: AbortSignal): Promise<TraceDiff> {
+  return unwrap(await api.GET("/api/v1/analytics/paths/diff", { params: { query: { a, b } }, signal }));
 }
 
 /** Asks the src agent to trace the path to dst at its next config poll. */

@@ -10,7 +10,6 @@ const api = await startApiServer();
 setOrigin(api);
 const { renderWithClient } = await import("../../test/render");
 const { PathView } = await import("./PathView");
-const { differingTtls } = await import("../../api/paths");
 
 const SRC = "00000000-0000-4000-8000-000000000001";
 const DST = "00000000-0000-4000-8000-000000000002";
@@ -40,6 +39,12 @@ beforeEach(() => {
   api.route("POST /api/v1/analytics/paths/requests", () => ({ status: 202, body: { id: "r1", expires_at: "2026-11-29T09:10:00Z" } }));
   api.route("GET /api/v1/analytics/paths/current", () => ({ path: P_NEW }));
   api.route("GET /api/v1/analytics/paths/traces", () => ({ traces: TRACES }));
+  // The server's diff: t2 (old path) against t3 (new) differs from hop 2; traces of one path do not.
+  api.route("GET /api/v1/analytics/paths/diff", ({ query: q }) => {
+    const oldPath = (id: string | null) => id === "t1" || id === "t2";
+    const same = oldPath(q.get("a")) === oldPath(q.get("b"));
+    return { a: q.get("a"), b: q.get("b"), same_path: same, diff_ttl: same ? null : 2, differing_ttls: same ? [] : [2, 3, 4], added_rtt_us: same ? null : 4_000 };
+  });
   api.route("GET /api/v1/analytics/paths/changes", () => ({
     changes: [{ at: "2026-11-29T08:20:00Z", src_agent_id: SRC, dst_agent_id: DST, from_path: P_OLD, to_path: P_NEW, diff_ttl: 2, differing_ttls: [2, 3, 4], parting_after: ["10.0.0.1"], added_rtt_us: 4_000 }],
   }));
@@ -62,12 +67,13 @@ describe("Path", () => {
     // The defaults are the last trace of the old path and the first of the new.
     expect((within(card).getByRole("combobox", { name: "Earlier trace" }) as HTMLSelectElement).value).toBe("t2");
     expect((within(card).getByRole("combobox", { name: "Later trace" }) as HTMLSelectElement).value).toBe("t3");
+    await within(card).findByText(/3 hops differ, \+4(\.0)?\s?ms at hop 2/);
     expect(within(compared).getAllByRole("row", { name: /differs/ }).map((r) => r.getAttribute("aria-label"))).toEqual(["hop 2 differs", "hop 3 differs", "hop 4 differs"]);
     // Two traces of one path: nothing differs.
     await userEvent.selectOptions(within(card).getByRole("combobox", { name: "Earlier trace" }), "t3");
     await userEvent.selectOptions(within(card).getByRole("combobox", { name: "Later trace" }), "t4");
+    expect(await within(card).findByText(/the same path/)).toBeTruthy();
     expect(within(compared).queryAllByRole("row", { name: /differs/ })).toHaveLength(0);
-    expect(within(card).getByText(/the same path/)).toBeTruthy();
   });
 
   it("lets an admin ask for a trace now, and offers a viewer none", async () => {
@@ -89,12 +95,5 @@ describe("Path", () => {
     api.route("GET /api/v1/analytics/paths/changes", () => ({ changes: [] }));
     renderWithClient(<PathView pair={pair} rangeKey="r2" refetchInterval={false} />);
     expect(await screen.findByText(/No trace of this pair yet/)).toBeTruthy();
-  });
-});
-
-describe("differingTtls", () => {
-  it("marks disjoint hops and hops past a destination, and ignores silent hops", () => {
-    expect([...differingTtls(OLD, NEW)]).toEqual([2, 3, 4]);
-    expect([...differingTtls(OLD, [hop(1, [], 0), hop(2, ["10.0.1.1"], 2_000), hop(3, ["203.0.113.9"], 4_000, true)])]).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import { useMutation, useQuery } from "@tanstack/react-query";
 import { useState } from "react";
-import { differingTtls, getCurrentPath, getPathChanges, getPathTraces, requestTrace, type Hop, type PairRef, type Trace } from "../../api/paths";
+import { getCurrentPath, getPathChanges, getPathTraces, getTraceDiff, requestTrace, type Hop, type PairRef, type Trace, type TraceDiff } from "../../api/paths";
 import { useIsAdmin } from "../../lib/role";
 import { formatClock, formatInstant, formatPercent, formatUs } from "../../lib/format";
 import { Async, Card } from "../common/State";
@@ -41,12 +41,22 @@ function HopsTable({ hops, label }: { hops: Hop[]; label: string }) {
 
 const traceLabel = (t: Trace) => `${formatInstant(Date.parse(t.started_at), "minute")} (${t.hops.length} hops, ${t.trigger})`;
 
-/** Two traces side by side, the hops where their paths differ marked. */
+function diffNote(d: TraceDiff | undefined, failed: boolean): string {
+  if (failed) return " could not compare them";
+  if (!d) return "";
+  if (d.same_path) return " the same path";
+  const n = d.differing_ttls.length;
+  const added = d.added_rtt_us !== null && d.added_rtt_us !== undefined ? `, ${d.added_rtt_us >= 0 ? "+" : "−"}${formatUs(Math.abs(d.added_rtt_us))} at hop ${d.diff_ttl}` : "";
+  return ` ${n} hop${n === 1 ? "" : "s"} differ${n === 1 ? "s" : ""}${added}`;
+}
+
+/** Two traces side by side, the hops where their paths differ (the server's diff) marked. */
 function Compare({ traces, initial }: { traces: Trace[]; initial: [string, string] }) {
   const [ids, setIds] = useState<[string, string]>(initial);
   const a = traces.find((t) => t.id === ids[0]) ?? traces[1] ?? traces[0]!;
   const b = traces.find((t) => t.id === ids[1]) ?? traces[0]!;
-  const differ = differingTtls(a.hops, b.hops);
+  const diff = useQuery({ queryKey: ["paths", "diff", a.id, b.id], queryFn: ({ signal }) => getTraceDiff(a.id, b.id, signal), staleTime: Infinity });
+  const differ = new Set(diff.data?.differing_ttls ?? []);
   const n = Math.max(a.hops.length, b.hops.length);
   const pick = (i: 0 | 1) => (
     <select aria-label={i === 0 ? "Earlier trace" : "Later trace"} value={(i === 0 ? a : b).id} onChange={(e) => setIds(i === 0 ? [e.target.value, b.id] : [a.id, e.target.value])}>
@@ -61,7 +71,7 @@ function Compare({ traces, initial }: { traces: Trace[]; initial: [string, strin
     <div className="stack">
       <p className="toolbar">
         Compare {pick(0)} with {pick(1)}
-        <span className="muted">{differ.size ? ` ${differ.size} hop${differ.size > 1 ? "s" : ""} differ` : " the same path"}</span>
+        <span className="muted">{diffNote(diff.data, diff.isError)}</span>
       </p>
       <table className="data" aria-label="Two traces compared">
         <thead>
