@@ -15,11 +15,15 @@ import os
 import re
 import signal
 import subprocess
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import pytest
 
+from tests.conftest import ApiServer, Services
 from tests.e2e.agents import AgentProcess, final_counts, parse_metrics
 
 PREFIX = "swr"
@@ -250,3 +254,38 @@ class NetnsAgent(AgentProcess):
     def final_counts(self) -> dict[str, object]:
         """The counts the agent logged last when it stopped."""
         return final_counts(self.name, self.log)
+
+
+def routed_network(hosts: list[tuple[str, str]]) -> Iterator[RoutedNet]:
+    """A module fixture's body: the network with `hosts` (name, router) on subnets 1, 2, ...;
+    skips, saying so loudly, without CAP_NET_ADMIN; torn down (and checked) after."""
+    sweep_stale()
+    network = RoutedNet()
+    try:
+        network.build()
+        for i, (name, router) in enumerate(hosts, start=1):
+            network.add_host(name, router, i)
+    except NoNetAdmin as exc:
+        network.close()
+        why = f"ROUTED NETWORK TESTS SKIPPED: no CAP_NET_ADMIN (ip netns add: {exc})"
+        # A warning too, so the skip shows in the run's summary, not only with -rs.
+        warnings.warn(why, stacklevel=2)
+        pytest.skip(why)
+    except BaseException:
+        network.close()
+        raise
+    try:
+        yield network
+    finally:
+        network.close()
+        assert network.leftovers() == []
+
+
+def api_on(net: RoutedNet, services: Services) -> Iterator[ApiServer]:
+    """A module fixture's body: an API server listening on the network's API address."""
+    server = ApiServer(services, host=net.api_address)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

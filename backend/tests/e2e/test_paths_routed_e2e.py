@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 from stormwatch.devtools.bootstrap import OrgCredentials
 from tests.conftest import ApiServer, Services
 from tests.e2e.agents import go_build, wait_until
-from tests.e2e.routed import NetnsAgent, NoNetAdmin, RoutedNet, ip, sweep_stale, sysctl
+from tests.e2e.routed import NetnsAgent, RoutedNet, api_on, ip, routed_network, sysctl
 
 LINK_DELAY_MS = 5
 WINDOW_S = 10
@@ -28,35 +27,12 @@ WINDOW_S = 10
 
 @pytest.fixture(scope="module")
 def net() -> Iterator[RoutedNet]:
-    sweep_stale()
-    network = RoutedNet()
-    try:
-        network.build()
-        network.add_host("a1", "r1", 1)
-        network.add_host("a2", "r2", 2)
-    except NoNetAdmin as exc:
-        network.close()
-        why = f"ROUTED NETWORK TESTS SKIPPED: no CAP_NET_ADMIN (ip netns add: {exc})"
-        warnings.warn(why, stacklevel=1)
-        pytest.skip(why)
-    except BaseException:
-        network.close()
-        raise
-    try:
-        yield network
-    finally:
-        network.close()
-        assert network.leftovers() == []
+    yield from routed_network([("a1", "r1"), ("a2", "r2")])
 
 
 @pytest.fixture(scope="module")
 def routed_api(net: RoutedNet, services: Services) -> Iterator[ApiServer]:
-    server = ApiServer(services, host=net.api_address)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from api_on(net, services)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ the API behind r1. Cutting r1-r2 separates a3 from everyone, the API included.
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +21,7 @@ from sqlalchemy import Engine, text
 from stormwatch.devtools.bootstrap import OrgCredentials
 from tests.conftest import ApiServer, Services
 from tests.e2e.agents import go_build, wait_until
-from tests.e2e.routed import NetnsAgent, NoNetAdmin, RoutedNet, sweep_stale
+from tests.e2e.routed import NetnsAgent, RoutedNet, api_on, routed_network
 
 RATE_HZ = 20
 CUT_S = 12
@@ -32,39 +31,15 @@ OK, TIMEOUT, REFUSED = 0, 1, 2
 
 @pytest.fixture(scope="module")
 def net() -> Iterator[RoutedNet]:
-    sweep_stale()
-    network = RoutedNet()
-    try:
-        network.build()
-        for i, (name, router) in enumerate([("a1", "r1"), ("a2", "r1"), ("a3", "r2"),
-                                            ("a4", "r2"), ("ghost", "r1")], start=1):
-            network.add_host(name, router, i)
-    except NoNetAdmin as exc:
-        network.close()
-        why = f"ROUTED NETWORK TESTS SKIPPED: no CAP_NET_ADMIN (ip netns add: {exc})"
-        # A warning too, so the skip shows in the run's summary, not only with -rs.
-        warnings.warn(why, stacklevel=1)
-        pytest.skip(why)
-    except BaseException:
-        network.close()
-        raise
-    try:
-        yield network
-    finally:
-        network.close()
-        assert network.leftovers() == []
+    yield from routed_network([("a1", "r1"), ("a2", "r1"), ("a3", "r2"), ("a4", "r2"),
+                               ("ghost", "r1")])
 
 
 @pytest.fixture(scope="module")
 def routed_api(net: RoutedNet, services: Services) -> Iterator[ApiServer]:
     # Nothing set for mesh addresses: 10.x is accepted as any routable address, loopback
     # from a non-local agent stays refused.
-    server = ApiServer(services, host=net.api_address)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from api_on(net, services)
 
 
 @dataclass

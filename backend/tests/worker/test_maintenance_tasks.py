@@ -4,23 +4,8 @@ single sign-ons and mailed links a month past their expiry, and keeps everything
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
-import pytest
 from sqlalchemy import text
-
-from stormwatch.core.config import get_settings
-from stormwatch.core.db import get_sync_engine
-from tests.conftest import Services
-
-
-@pytest.fixture
-def on_test_db(services: Services) -> Iterator[None]:
-    get_settings.cache_clear()
-    get_sync_engine.cache_clear()
-    assert get_settings().database_url == services.database_url
-    yield
-    get_sync_engine.cache_clear()
 
 
 def test_the_purge_drops_stale_sign_in_state_and_keeps_live_state(on_test_db, db, make_org):

@@ -3,26 +3,12 @@ shifted a couple of minutes ago gets a trace request its agent finds in its conf
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import Engine, text
 
-from stormwatch.core.config import get_settings
-from stormwatch.core.db import get_sync_engine
 from tests.alert_helpers import aligned_now, insert_mesh, make_agents
-from tests.conftest import Services
-
-
-@pytest.fixture
-def on_test_db(services: Services) -> Iterator[None]:
-    get_settings.cache_clear()
-    get_sync_engine.cache_clear()
-    assert get_settings().database_url == services.database_url
-    yield
-    get_sync_engine.cache_clear()
 
 
 def test_the_pass_asks_a_trace_of_a_pair_whose_level_shifted(on_test_db: None, db: Engine,
