@@ -133,7 +133,7 @@ BEAT_SCHEDULE.update({
 BEAT_SCHEDULE.update({
     # A firing mesh alert, a level shift or rising loss asks the pair's agent for a trace;
     # agents poll their config every 30 s, so a 30 s pass has the trace under way within a
-    # minute of the alert (a shift is seen 1.5 min after it starts: 3 windows of 30 s).
+    # minute of the alert (a shift is confirmed 2.5-3 min after it starts: 5 windows of 30 s).
     "request-path-traces": {
         "task": "stormwatch.request_path_traces",
         "schedule": timedelta(seconds=30),

@@ -26,13 +26,14 @@ from stormwatch.services.paths.requests import request_trace
 WATCH = timedelta(minutes=30)
 WINDOW_S = 30
 # A shift is new while its first window is among the last RECENT_WINDOWS: the detector
-# needs 3 windows on each side, so a shift is seen 1.5 min after it starts and stays new for
-# 4 passes at least (the pass runs every 30 s).
-RECENT_WINDOWS = 8
-# Steps smaller than both are noise to a person reading a timeline: 100 µs and 5% of the
-# pair's level (besides the detector's own 3 noise sigmas).
+# confirms a shift once MIN_SIDE (5) windows of the new level are in, so a shift is seen
+# 2.5-3 min after it starts and stays new for 6 passes or more (the pass runs every 30 s).
+RECENT_WINDOWS = 12
+# Steps smaller than both are noise to a person reading a timeline: 100 µs and 1% of the
+# pair's level (besides the detector's own noise test). 1%: the demo's 5.7 ms step on a
+# 187 ms path is 3% and worth a trace; a 0.3 ms wobble of it is not.
 MIN_STEP_US = 100.0
-MIN_STEP_FRACTION = 0.05
+MIN_STEP_FRACTION = 0.01
 MIN_CONFIDENCE = 0.99
 # Loss rises when the last LOSS_RECENT loses at least LOSS_MIN_RATE (and LOSS_MIN_FAILURES
 # probes) and LOSS_RISE times the rate of the WATCH before it.

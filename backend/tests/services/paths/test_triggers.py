@@ -26,22 +26,37 @@ def noisy(levels: np.ndarray, seed: int = 0) -> np.ndarray:
     return levels + np.random.default_rng(seed).normal(0, 20, levels.size)
 
 
-def test_a_recent_step_is_a_new_shift_dated_by_its_first_window() -> None:
-    x = noisy(np.where(np.arange(N) >= 54, 4000.0, 1000.0))
+@pytest.mark.parametrize(("before", "after", "at"), [
+    (1000.0, 4000.0, 54),  # 3 ms on an intra-region pair, six windows in
+    (187_000.0, 192_700.0, 53),  # the demo's 5.7 ms on Mumbai-Virginia: 3% of the level
+    (20_000.0, 19_000.0, 50),  # down by 1 ms
+])
+def test_a_recent_step_is_a_new_shift_dated_by_its_first_window(before: float, after: float,
+                                                                 at: int) -> None:
+    x = noisy(np.where(np.arange(N) >= at, after, before))
     got = new_shift(x, TIMES)
     assert got is not None
-    assert got[0] == TIMES[54] and got[1] == pytest.approx(3000, rel=0.05)
+    assert got[0] == TIMES[at] and got[1] == pytest.approx(after - before, rel=0.05)
 
 
-@pytest.mark.parametrize("shape", ["old step", "drift", "spike", "swing", "small step", "flat"])
+def test_a_step_is_seen_once_five_windows_of_the_new_level_are_in() -> None:
+    x = noisy(np.where(np.arange(N) >= N - 4, 4000.0, 1000.0))
+    assert new_shift(x, TIMES) is None
+    x = noisy(np.where(np.arange(N + 1) >= N - 4, 4000.0, 1000.0))
+    assert new_shift(x, np.arange(N + 1, dtype=np.int64) * 30) is not None
+
+
+@pytest.mark.parametrize("shape", ["old step", "drift", "spike", "swing", "small step",
+                                   "small on a long path", "flat"])
 def test_shapes_that_are_not_a_new_shift_ask_nothing(shape: str) -> None:
     i = np.arange(N, dtype=np.float64)
     levels = {
-        "old step": np.where(i >= 30, 4000.0, 1000.0),  # 15 minutes ago: no longer new
+        "old step": np.where(i >= 40, 4000.0, 1000.0),  # 10 minutes ago: no longer new
         "drift": 1000.0 + 15.0 * i,  # 900 µs over 30 minutes, no step
         "spike": np.where(i == 57, 30_000.0, 1000.0),
         "swing": 1000.0 + 400.0 * np.sin(2 * np.pi * i / 10),  # a 5-minute cycle
-        "small step": np.where(i >= 54, 1060.0, 1000.0),  # 60 µs: under 100 µs and 5%
+        "small step": np.where(i >= 52, 1080.0, 1000.0),  # 80 µs: under 100 µs
+        "small on a long path": np.where(i >= 52, 188_500.0, 187_000.0),  # 1.5 ms: under 1%
         "flat": np.full(N, 1000.0),
     }[shape]
     assert new_shift(noisy(levels, seed=3), TIMES) is None
