@@ -167,8 +167,8 @@ async def request_trace(body: TraceRequestIn, principal: AdminDep,
         raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, value_error(
             ["body", "dst"], "an agent does not trace the path to itself"))
     assert principal.org_id is not None
-    rid = await requests.request_trace(session, principal.org_id, body.src, body.dst,
-                                       "request", "asked through the API")
+    rid, _ = await requests.request_trace(session, principal.org_id, body.src, body.dst,
+                                          "request", "asked through the API")
     await session.commit()
     row = (await session.execute(select(PathTraceRequest).where(
         PathTraceRequest.id == rid))).scalar_one()

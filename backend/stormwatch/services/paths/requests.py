@@ -25,8 +25,9 @@ MAX_PAIRS_PER_EVENT = 20
 async def request_trace(session: AsyncSession, org_id: uuid.UUID, src: uuid.UUID,
                         dst: uuid.UUID, trigger: str, reason: str,
                         alert_event_id: uuid.UUID | None = None,
-                        now: datetime | None = None) -> uuid.UUID:
-    """The pending request of the pair, made now if there was none."""
+                        now: datetime | None = None) -> tuple[uuid.UUID, bool]:
+    """The pending request of the pair, made now if there was none (and whether it was). An
+    alert's ask that finds one waiting is noted on it, so the alert asks no second trace."""
     now = now or datetime.now(UTC)
     pair = {"o": org_id, "s": src, "d": dst}
     # A request past its time lapses before a new one may wait in its place.
@@ -42,10 +43,15 @@ async def request_trace(session: AsyncSession, org_id: uuid.UUID, src: uuid.UUID
         {**pair, "id": uuid.uuid4(), "t": trigger, "r": reason[:500], "e": alert_event_id,
          "now": now, "exp": now + REQUEST_TTL})).scalar()
     if made is not None:
-        return uuid.UUID(str(made))
-    return uuid.UUID(str((await session.execute(text(
+        return uuid.UUID(str(made)), True
+    waiting = uuid.UUID(str((await session.execute(text(
         "SELECT id FROM path_trace_requests WHERE org_id = :o AND src_agent_id = :s AND "
         "dst_agent_id = :d AND served_at IS NULL"), pair)).scalar_one()))
+    if alert_event_id is not None:
+        await session.execute(text(
+            "UPDATE path_trace_requests SET alert_event_id = :e WHERE id = :id "
+            "AND alert_event_id IS NULL"), {"e": alert_event_id, "id": waiting})
+    return waiting, False
 
 
 async def pending_for(session: AsyncSession, agent_id: uuid.UUID,
@@ -78,6 +84,10 @@ async def request_for_firing_alerts(session: AsyncSession, until: datetime) -> i
         "AND r.metric IN ('mesh_rtt', 'mesh_stretch') AND e.created_at > :since "
         "AND e.created_at <= :until ORDER BY e.created_at, e.id"),
         {"since": until - LOOKBACK, "until": until})).all()
+    asked = {tuple(r) for r in (await session.execute(text(
+        "SELECT alert_event_id, src_agent_id, dst_agent_id FROM path_trace_requests "
+        "WHERE alert_event_id = ANY(:ids)"), {"ids": [r[0] for r in rows]})).all()} \
+        if rows else set()
     made = 0
     for event_id, org_id, evidence, rule_name in rows:
         pairs: list[tuple[uuid.UUID, uuid.UUID]] = []
@@ -89,13 +99,9 @@ async def request_for_firing_alerts(session: AsyncSession, until: datetime) -> i
             if pair[0] != pair[1] and pair not in pairs:
                 pairs.append(pair)
         for src, dst in pairs[:MAX_PAIRS_PER_EVENT]:
-            asked = (await session.execute(text(
-                "SELECT 1 FROM path_trace_requests WHERE alert_event_id = :e AND "
-                "src_agent_id = :s AND dst_agent_id = :d"),
-                {"e": event_id, "s": src, "d": dst})).first()
-            if asked:
+            if (event_id, src, dst) in asked:
                 continue
-            await request_trace(session, org_id, src, dst, "alert",
-                                f"alert {rule_name!r} fired", alert_event_id=event_id)
-            made += 1
+            _, new = await request_trace(session, org_id, src, dst, "alert",
+                                         f"alert {rule_name!r} fired", alert_event_id=event_id)
+            made += new
     return made

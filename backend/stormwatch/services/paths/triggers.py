@@ -167,6 +167,7 @@ async def request_for_changes(session: AsyncSession, now: datetime | None = None
         for (src, dst), cause in sorted((await causes(session, org_id, now)).items()):
             if await already_asked(session, org_id, src, dst, cause.since):
                 continue
-            await request_trace(session, org_id, src, dst, cause.trigger, cause.reason, now=now)
-            made += 1
+            _, new = await request_trace(session, org_id, src, dst, cause.trigger, cause.reason,
+                                         now=now)
+            made += new
     return made

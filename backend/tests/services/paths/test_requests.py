@@ -86,13 +86,48 @@ async def test_a_request_nobody_serves_lapses_and_the_pair_may_be_asked_again(
     sm = sessionmaker_for(services.database_url)
     t0 = datetime.now(UTC) - timedelta(hours=1)
     async with sm() as session:
-        first = await requests.request_trace(session, org_id, a, b, "request", "asked", now=t0)
+        first, made = await requests.request_trace(session, org_id, a, b, "request", "asked",
+                                                   now=t0)
+        assert made
         # Asked again while it waits: the same request.
         assert await requests.request_trace(session, org_id, a, b, "request", "again",
-                                            now=t0 + timedelta(minutes=1)) == first
+                                            now=t0 + timedelta(minutes=1)) == (first, False)
         assert await requests.pending_for(session, a, now=t0 + timedelta(minutes=5)) != []
         assert await requests.pending_for(session, a, now=t0 + requests.REQUEST_TTL) == []
-        later = await requests.request_trace(session, org_id, a, b, "request", "asked later")
+        later, _ = await requests.request_trace(session, org_id, a, b, "request",
+                                                "asked later")
         await session.commit()
     assert later != first
     assert pending(db, org.org_id) == [(str(a), str(b), "request")]
+
+
+async def test_an_alert_that_finds_a_trace_already_asked_for_its_pair_asks_no_second(
+        services: Any, db: Engine, org: Any) -> None:
+    a, b = make_agents(db, org.org_id, [{"name": "a"}, {"name": "b"}])
+    org_id = uuid.UUID(org.org_id)
+    sm = sessionmaker_for(services.database_url)
+    async with sm() as session:  # a level shift asked first
+        shift, _ = await requests.request_trace(session, org_id, a, b, "level_shift", "shift")
+        await session.commit()
+    start = aligned_now() - timedelta(seconds=6 * WINDOW_S)
+    insert_mesh(db, org.org_id, a, b, start, [1000.0] * 6,
+                spike_share=[0, 0, SPIKE, SPIKE, SPIKE, 0])
+    rule = insert_rule(db, org.org_id, condition={"type": "above", "value": 20_000})
+    await evaluate_cycle(sm, now=at(start, 5), rule_ids=[rule])
+    with db.connect() as c:
+        [event_id] = c.execute(text("SELECT id FROM alert_events WHERE rule_id = :r"),
+                               {"r": rule}).scalars()
+    now = datetime.now(UTC)
+    async with sm() as session:
+        await requests.request_for_firing_alerts(session, now)
+        await session.commit()
+        # The trace asked for the shift answers the alert too; once it came, no second ask.
+        assert await requests.serve(session, org_id, a, shift, uuid.uuid4())
+        await session.commit()
+        await requests.request_for_firing_alerts(session, now + timedelta(seconds=30))
+        await session.commit()
+    with db.connect() as c:
+        rows = c.execute(text(
+            "SELECT id, trigger, alert_event_id FROM path_trace_requests WHERE org_id = :o"),
+            {"o": org.org_id}).all()
+    assert [tuple(r) for r in rows] == [(shift, "level_shift", event_id)]
