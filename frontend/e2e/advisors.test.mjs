@@ -110,6 +110,8 @@ describe("advisors", { timeout: 600_000 }, () => {
     assert.equal(rows.length, 6, "header + five policies");
     // Blocks uploaded and read in the same region: random is slowest, as in seed 001.
     assert.match(rows[5], /^5\s+random\b/);
+    // The file's 16 blocks of 64 KiB are read at once, as a real client does.
+    await page.getByText(/16 blocks of 64 (KiB|kB), 16 in flight/).waitFor();
     const matrix = page.getByRole("table", { name: "Measured RTT matrix" });
     await matrix.getByRole("rowheader", { name: "us-east-1" }).waitFor();
     await shot("placement");

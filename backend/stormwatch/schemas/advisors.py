@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from stormwatch.schemas.analytics import SourceInfo
+from stormwatch.services.advisors.placement import DEFAULT_CONCURRENCY, MAX_CONCURRENCY
 
 PriceItem = Literal["egress_inter_region_per_gb", "egress_internet_per_gb",
                     "storage_per_gb_month", "put_per_1k", "get_per_1k", "list_per_1k",
@@ -184,6 +185,9 @@ class PlacementIn(_Range):
     block_bytes: int = Field(gt=0)
     trials: int = Field(10_000, ge=1, le=100_000)
     seed: int = Field(1, ge=0)
+    concurrency: int = Field(
+        DEFAULT_CONCURRENCY, ge=1, le=MAX_CONCURRENCY,
+        description="blocks in flight at once, upload and download (1: one after another)")
 
     @field_validator("regions")
     @classmethod
@@ -227,6 +231,8 @@ class PlacementResult(BaseModel):
     block_bytes: int
     file_bytes: int
     blocks: int
+    concurrency: int = Field(1, description="blocks in flight at once (1: one after another; "
+                             "answers cached before it was a setting read one at a time)")
     trials: int
     policies: list[PolicyResult]
     throughput_measured: bool

@@ -371,7 +371,28 @@ def test_placement_on_measured_seoul_rtts_ranks_the_policies_as_seed_001_and_cac
     assert again["cached"] is True and again["result"] == body["result"]
 
 
+def test_placement_on_measured_rtts_gives_seed_001s_ireland_to_seoul_ordering(
+        client: httpx.Client, seeded: Seeded) -> None:
+    """§3: every block in flight, the farthest decides; one after another, it does not."""
+    run = {**SEOUL_RUN, **seeded.raw_range, "uploader": "eu-west-1"}
+
+    def slowest_first(body: dict[str, Any]) -> list[str]:
+        return [p["policy"] for p in sorted(body["result"]["policies"],
+                                            key=lambda p: -p["download_ms"])]
+
+    body = _ok(client.post("/api/v1/advisors/placement", headers=seeded.headers, json=run))
+    assert body["result"]["concurrency"] == 16
+    assert slowest_first(body) == ["random", "local", "two_random", "local_closest",
+                                   "local_farthest"]
+    one_by_one = _ok(client.post("/api/v1/advisors/placement", headers=seeded.headers,
+                                 json={**run, "concurrency": 1}))
+    assert one_by_one["cached"] is False and one_by_one["result"]["concurrency"] == 1
+    down = {p["policy"]: p["download_ms"] for p in one_by_one["result"]["policies"]}
+    assert down["random"] < down["local"]
+
+
 @pytest.mark.parametrize(("change", "loc"), [
+    ({"concurrency": 0}, ["body", "concurrency"]),
     ({"block_bytes": 2 << 20}, ["body", "block_bytes"]),
     ({"uploader": "eu-central-1"}, ["body", "uploader"]),
     ({"regions": ["ap-northeast-2", "mars-north-1"]}, ["body", "regions"]),

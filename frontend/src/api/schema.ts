@@ -5261,6 +5261,12 @@ export interface components {
              * @default 1
              */
             seed: number;
+            /**
+             * Concurrency
+             * @description blocks in flight at once, upload and download (1: one after another)
+             * @default 16
+             */
+            concurrency: number;
         };
         /** PlacementOut */
         PlacementOut: {
@@ -5302,6 +5308,12 @@ export interface components {
             file_bytes: number;
             /** Blocks */
             blocks: number;
+            /**
+             * Concurrency
+             * @description blocks in flight at once (1: one after another; answers cached before it was a setting read one at a time)
+             * @default 1
+             */
+            concurrency: number;
             /** Trials */
             trials: number;
             /** Policies */

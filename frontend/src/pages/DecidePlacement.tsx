@@ -22,7 +22,7 @@ function Result({ out }: { out: PlacementOut }) {
   const best = ranked[0];
   if (!best) return null;
   return (
-    <Card title="Expected times per policy" note={`${r.trials} Monte Carlo trials, ${r.blocks} blocks of ${formatBytes(r.block_bytes)}; each block read from its nearest replica`}>
+    <Card title="Expected times per policy" note={`${r.trials} Monte Carlo trials, ${r.blocks} blocks of ${formatBytes(r.block_bytes)}, ${r.concurrency === 1 ? "one after another" : `${Math.min(r.concurrency, r.blocks)} in flight`}; each block read from its nearest replica`}>
       <Verdict good={null}>
         Fastest download: {POLICY_LABEL[best.policy]} ({formatMs(best.download_ms)} ± {formatMs(best.download_std_ms)})
       </Verdict>
@@ -110,6 +110,8 @@ export default function DecidePlacement() {
   const [fileKiB, setFileKiB] = useState("1024");
   const [blockKiB, setBlockKiB] = useState("64");
   const [trials, setTrials] = useState("10000");
+  // A real client keeps several blocks in flight; 16 reads seed 001's 1 MB files of 64 KB at once.
+  const [concurrency, setConcurrency] = useState("16");
   const up = regions.includes(uploader) ? uploader : regions[0] ?? "";
   const down = regions.includes(downloader) ? downloader : regions[0] ?? "";
   const run = useMutation({ mutationFn: advisePlacement });
@@ -132,6 +134,7 @@ export default function DecidePlacement() {
       block_bytes: Math.round(Number(blockKiB) * 1024),
       trials: Number(trials),
       seed: 1,
+      concurrency: Number(concurrency),
     });
   }
   function toggle(r: string) {
@@ -167,6 +170,7 @@ export default function DecidePlacement() {
               </label>
               <NumberField label="File size (KiB)" min="1" step="1" value={fileKiB} onChange={setFileKiB} />
               <NumberField label="Block size (KiB)" min="1" step="1" value={blockKiB} onChange={setBlockKiB} />
+              <NumberField label="Blocks in flight (1: one after another)" min="1" max="1024" step="1" value={concurrency} onChange={setConcurrency} />
               <NumberField label="Trials" min="1" max="100000" step="1" value={trials} onChange={setTrials} />
               <button type="submit" className="primary" disabled={regions.length < 2 || run.isPending}>
                 Simulate

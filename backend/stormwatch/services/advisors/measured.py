@@ -538,5 +538,7 @@ async def placement_answer(session: AsyncSession, org_id: uuid.UUID, inputs: dic
         return {"status": "insufficient_data", "missing": missing, "result": None, "data": data}
     result = placement.simulate(model, inputs["uploader"], inputs["downloader"],
                                 int(inputs["block_bytes"]), int(inputs["file_bytes"]),
-                                int(inputs["trials"]), int(inputs["seed"]))
+                                int(inputs["trials"]), int(inputs["seed"]),
+                                concurrency=int(inputs.get("concurrency")
+                                                or placement.DEFAULT_CONCURRENCY))
     return {"status": "ok", "missing": [], "result": result, "data": data}

@@ -1,9 +1,19 @@
-"""Seed 001's placement policies over the Seoul experiment's measured round trips."""
+"""Seed 001's placement policies over the Seoul experiment's measured round trips: with every
+block in flight (the default, as a real client fetches) the study's orderings of §2 and §3
+come out; read one block after another, the Ireland upload ranks random ahead of local,
+against the study."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from stormwatch.services.advisors.placement import LinkModel, PlacementError, simulate
+from stormwatch.services.advisors.placement import (
+    LinkModel,
+    PlacementError,
+    finish_ms,
+    simulate,
+)
 
 REGIONS = ["Seoul", "Dublin", "Sao Paulo", "Mumbai"]
 NAN = float("nan")
@@ -29,9 +39,61 @@ def _run(uploader: str, block: int = 64 * KiB, **kw) -> dict[str, dict]:
     return {p["policy"]: p for p in out["policies"]}
 
 
-def test_seoul_one_site_ranks_random_slowest_two_random_between_and_local_policies_fastest(
-) -> None:
-    p = _run("Seoul")
+def down_ms(p: dict[str, dict]) -> dict[str, float]:
+    return {k: v["download_ms"] for k, v in p.items()}
+
+
+def slowest_first(p: dict[str, dict]) -> list[str]:
+    return sorted(p, key=lambda k: -p[k]["download_ms"])
+
+
+def test_seed_001_one_site_ordering_holds_with_every_block_in_flight() -> None:
+    down = down_ms(_run("Seoul"))
+    local = [down["local"], down["local_closest"], down["local_farthest"]]
+    # §2: random slowest, two-random between, the three local policies alike and fastest.
+    assert down["random"] > down["two_random"] > max(local)
+    assert max(local) - min(local) < 0.05 * min(local)
+    # The farthest block decides: random almost surely has one in São Paulo (298.2 ms),
+    # two-random one whose nearer copy is Dublin (252.1 ms).
+    assert down["random"] == pytest.approx(298.2, rel=0.01)
+    assert down["two_random"] == pytest.approx(252.1, rel=0.05)
+
+
+def test_seed_001_two_site_ordering_holds_with_every_block_in_flight() -> None:
+    p = _run("Dublin")
+    # §3, upload from Ireland, download in Seoul: random slowest, then local (all in
+    # Ireland), two-random, local-closest (Ireland + Mumbai), local-farthest (Ireland +
+    # Seoul) fastest.
+    assert slowest_first(p) == ["random", "local", "two_random", "local_closest",
+                                "local_farthest"]
+    assert down_ms(p)["local_closest"] == pytest.approx(163.4, rel=0.01)
+
+
+def test_blocks_read_one_after_another_put_random_ahead_of_local_against_the_study() -> None:
+    down = down_ms(_run("Dublin", concurrency=1))
+    assert down["random"] < down["local"]  # why the default keeps every block in flight
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(0, 1e4), min_size=1, max_size=12), min_size=1, max_size=5)
+       .filter(lambda rows: len({len(r) for r in rows}) == 1), st.integers(1, 16))
+def test_a_file_is_done_between_its_longest_block_and_the_sum_over_the_slots(
+        rows: list[list[float]], c: int) -> None:
+    d = np.asarray(rows)
+    done = finish_ms(d, c)
+    assert np.all(done >= d.max(axis=1) - 1e-9)
+    assert np.all(done >= d.sum(axis=1) / c - 1e-9)
+    assert np.all(done <= d.sum(axis=1) + 1e-9)
+    if c == 1:
+        np.testing.assert_allclose(done, d.sum(axis=1))
+    if c >= d.shape[1]:
+        np.testing.assert_allclose(done, d.max(axis=1))
+    # Graham's bound for list scheduling: no slot idles while a block waits.
+    assert np.all(done <= d.sum(axis=1) / c + (1 - 1 / c) * d.max(axis=1) + 1e-6)
+
+
+def test_seoul_one_site_read_one_block_after_another_sums_the_round_trips() -> None:
+    p = _run("Seoul", concurrency=1)
     down = {k: v["download_ms"] for k, v in p.items()}
     local = [down["local"], down["local_closest"], down["local_farthest"]]
     assert down["random"] > down["two_random"] > max(local)
@@ -55,7 +117,7 @@ def test_two_random_reads_half_its_blocks_locally_as_two_of_four_regions_would()
 
 
 def test_uploading_from_ireland_local_farthest_lands_in_seoul_and_wins() -> None:
-    p = _run("Dublin")
+    p = _run("Dublin", concurrency=1)
     down = {k: v["download_ms"] for k, v in p.items()}
     # Ireland's farthest region is Seoul itself, its closest Mumbai (seed 001 §3).
     assert down["local_farthest"] == min(down.values())
@@ -70,8 +132,8 @@ def test_uploading_from_ireland_local_farthest_lands_in_seoul_and_wins() -> None
 def test_measured_throughput_makes_larger_blocks_faster_with_fewer_round_trips() -> None:
     tp = np.full((4, 4), 1e9)  # 1 Gbit/s everywhere
     model = LinkModel.from_mean_std(REGIONS, MEAN, STD, throughput_bps=tp)
-    small = simulate(model, "Seoul", "Seoul", 64 * KiB, 10 * MiB, trials=2000)
-    large = simulate(model, "Seoul", "Seoul", MiB, 10 * MiB, trials=2000)
+    small = simulate(model, "Seoul", "Seoul", 64 * KiB, 10 * MiB, trials=2000, concurrency=1)
+    large = simulate(model, "Seoul", "Seoul", MiB, 10 * MiB, trials=2000, concurrency=1)
     for a, b in zip(small["policies"], large["policies"], strict=True):
         assert b["download_ms"] < a["download_ms"]
     # Local: 160 blocks × (1 ms + 65 536 × 8 / 1e9 s) = 160 × 1.524 ms.
@@ -85,6 +147,7 @@ def test_measured_throughput_makes_larger_blocks_faster_with_fewer_round_trips()
     ({"uploader": "Oslo"}, "uploader"),
     ({"trials": 0}, "trials"),
     ({"trials": 10_000_000}, "trials"),
+    ({"concurrency": 0}, "concurrency"),
 ])
 def test_bad_inputs_name_the_field(kw: dict, field: str) -> None:
     model = LinkModel.from_mean_std(REGIONS, MEAN, STD)
