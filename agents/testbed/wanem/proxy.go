@@ -156,8 +156,7 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte, h *hop, reques
 	go func() {
 		defer close(q)
 		var last, txFree time.Time
-		stamp := func(b []byte) {
-			now := time.Now()
+		stamp := func(b []byte, now time.Time) {
 			var credit time.Duration
 			if !request {
 				credit = h.replied(now)
@@ -175,13 +174,24 @@ func (p *Proxy) forward(dst, src net.Conn, l *Link, first []byte, h *hop, reques
 			q <- chunk{b, due}
 		}
 		if len(first) > 0 {
-			stamp(first)
+			stamp(first, time.Now())
 		}
+		sr := newStampedReader(src)
 		for {
 			b := make([]byte, chunkBytes)
-			n, err := src.Read(b)
+			var (
+				n   int
+				err error
+				at  time.Time
+			)
+			if sr != nil {
+				n, at, err = sr.read(b)
+			} else {
+				n, err = src.Read(b)
+				at = time.Now()
+			}
 			if n > 0 {
-				stamp(b[:n])
+				stamp(b[:n], at)
 			}
 			if err != nil {
 				return
