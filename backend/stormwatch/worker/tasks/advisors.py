@@ -4,37 +4,30 @@ import asyncio
 import uuid
 
 from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
-from sqlalchemy.pool import NullPool
 
-from stormwatch.core.config import get_settings
 from stormwatch.core.db import get_sync_engine
 from stormwatch.services.advisors import measured, placement, results
 from stormwatch.worker.app import celery_app
+from stormwatch.worker.db import task_sessions
 
 
 async def _compute_placement(org_id: uuid.UUID, input_hash: str) -> str:
-    # The analytics readers are async; each task gets its own engine, since a pooled
-    # asyncpg connection cannot outlive the event loop asyncio.run makes per task.
-    engine = create_async_engine(get_settings().database_url, poolclass=NullPool)
-    try:
-        async with AsyncSession(engine, expire_on_commit=False) as session:
-            row = await results.get(session, org_id, "placement", input_hash)
-            if row is None or row.status != "pending":
-                return row.status if row else "missing"
-            inputs = row.inputs
-            await session.commit()
-            try:
-                out = await measured.placement_answer(session, org_id, inputs)
-            except (measured.AdvisorInputError, placement.PlacementError) as exc:
-                await session.rollback()
-                await results.finish(session, org_id, "placement", input_hash, "failed", None,
-                                     {"field": exc.field, "msg": str(exc)})
-                return "failed"
-            await results.finish(session, org_id, "placement", input_hash, "done", out, None)
-            return out["status"]
-    finally:
-        await engine.dispose()
+    # The analytics readers are async.
+    async with task_sessions() as sessions, sessions() as session:
+        row = await results.get(session, org_id, "placement", input_hash)
+        if row is None or row.status != "pending":
+            return row.status if row else "missing"
+        inputs = row.inputs
+        await session.commit()
+        try:
+            out = await measured.placement_answer(session, org_id, inputs)
+        except (measured.AdvisorInputError, placement.PlacementError) as exc:
+            await session.rollback()
+            await results.finish(session, org_id, "placement", input_hash, "failed", None,
+                                 {"field": exc.field, "msg": str(exc)})
+            return "failed"
+        await results.finish(session, org_id, "placement", input_hash, "done", out, None)
+        return out["status"]
 
 
 @celery_app.task(name="stormwatch.compute_placement")

@@ -7,26 +7,18 @@ import asyncio
 import logging
 from typing import Any
 
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
-from sqlalchemy.pool import NullPool
-
-from stormwatch.core.config import get_settings
 from stormwatch.observability.worker import time_alert_evaluation
 from stormwatch.services.alerts.evaluate import evaluate_cycle
 from stormwatch.worker.app import celery_app
+from stormwatch.worker.db import task_sessions
 
 log = logging.getLogger("stormwatch.alerts")
 DISPATCH_TASK = "stormwatch.dispatch_alert_events"
 
 
 async def _cycle() -> dict[str, Any]:
-    # A fresh engine per run: each task runs its own event loop, and pooled asyncpg
-    # connections belong to the loop that opened them.
-    engine = create_async_engine(get_settings().database_url, poolclass=NullPool)
-    try:
-        res = await evaluate_cycle(async_sessionmaker(engine, expire_on_commit=False))
-    finally:
-        await engine.dispose()
+    async with task_sessions() as sessions:
+        res = await evaluate_cycle(sessions)
     return res.__dict__
 
 

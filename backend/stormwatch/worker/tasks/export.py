@@ -7,11 +7,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
-from sqlalchemy.pool import NullPool
-
 from stormwatch.core.config import get_settings
 from stormwatch.worker.app import celery_app
+from stormwatch.worker.db import task_sessions
 
 
 async def _push() -> dict[str, Any]:
@@ -20,14 +18,8 @@ async def _push() -> dict[str, Any]:
     # PROMETHEUS_MULTIPROC_DIR (observability/worker.py), or task metrics stay in each child.
     from stormwatch.services.export import otlp
 
-    settings = get_settings()
-    # A fresh engine per run: each task runs its own event loop (as alert evaluation does).
-    engine = create_async_engine(settings.database_url, poolclass=NullPool)
-    try:
-        return await otlp.push_due(async_sessionmaker(engine, expire_on_commit=False),
-                                   settings.prometheus_export_max_series)
-    finally:
-        await engine.dispose()
+    async with task_sessions() as sessions:
+        return await otlp.push_due(sessions, get_settings().prometheus_export_max_series)
 
 
 @celery_app.task(name="stormwatch.push_otlp_exports", ignore_result=True)

@@ -8,26 +8,18 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
-from sqlalchemy.pool import NullPool
-
-from stormwatch.core.config import get_settings
 from stormwatch.services.paths import requests, triggers
 from stormwatch.worker.app import celery_app
+from stormwatch.worker.db import task_sessions
 
 
 async def _request(until: datetime) -> int:
-    # A pooled asyncpg connection cannot outlive the event loop asyncio.run makes per task.
-    engine = create_async_engine(get_settings().database_url, poolclass=NullPool)
-    try:
-        async with AsyncSession(engine, expire_on_commit=False) as session:
-            n = await requests.request_for_firing_alerts(session, until)
-            await session.commit()
-            n += await triggers.request_for_changes(session, until)
-            await session.commit()
-            return n
-    finally:
-        await engine.dispose()
+    async with task_sessions() as sessions, sessions() as session:
+        n = await requests.request_for_firing_alerts(session, until)
+        await session.commit()
+        n += await triggers.request_for_changes(session, until)
+        await session.commit()
+        return n
 
 
 @celery_app.task(name="stormwatch.request_path_traces")

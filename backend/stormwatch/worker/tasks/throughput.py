@@ -7,33 +7,21 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
-from sqlalchemy.pool import NullPool
-
-from stormwatch.core.config import get_settings
 from stormwatch.services.throughput import store
 from stormwatch.worker.app import celery_app
+from stormwatch.worker.db import task_sessions
 
 
 async def _schedule(now: datetime) -> dict[str, int]:
-    # A pooled asyncpg connection cannot outlive the event loop asyncio.run makes per task.
-    engine = create_async_engine(get_settings().database_url, poolclass=NullPool)
-    try:
-        async with AsyncSession(engine, expire_on_commit=False) as session:
-            return await store.schedule_all(session, now)
-    finally:
-        await engine.dispose()
+    async with task_sessions() as sessions, sessions() as session:
+        return await store.schedule_all(session, now)
 
 
 async def _analyze(now: datetime) -> int:
-    engine = create_async_engine(get_settings().database_url, poolclass=NullPool)
-    try:
-        async with AsyncSession(engine, expire_on_commit=False) as session:
-            n = await store.analyse_finished(session, now)
-            await session.commit()
-            return n
-    finally:
-        await engine.dispose()
+    async with task_sessions() as sessions, sessions() as session:
+        n = await store.analyse_finished(session, now)
+        await session.commit()
+        return n
 
 
 @celery_app.task(name="stormwatch.schedule_throughput_experiments")
