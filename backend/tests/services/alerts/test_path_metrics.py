@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from stormwatch.models import Agent
 from stormwatch.notifications.render import fmt_value
@@ -64,7 +64,13 @@ async def test_a_path_changed_rule_fires_on_the_pair_whose_route_changed_and_res
     # a→b moves to a longer route; a→c is traced again on its old one.
     await send(sm, a, [trace(str(b), now - timedelta(seconds=5), DETOUR),
                        trace(str(c), now - timedelta(seconds=5), DIRECT)])
-    await evaluate_cycle(sm, now=now + timedelta(seconds=WINDOW_S + 10), rule_ids=[rule])
+    # The change counts in the window the server received it in: judged once that closes.
+    with db.connect() as conn:
+        received = conn.execute(text(
+            "SELECT max(received_at) FROM path_traces WHERE org_id = :o"),
+            {"o": org.org_id}).scalar_one()
+    window = datetime.fromtimestamp(int(received.timestamp()) // WINDOW_S * WINDOW_S, UTC)
+    await evaluate_cycle(sm, now=window + timedelta(seconds=WINDOW_S + 6), rule_ids=[rule])
     [fired] = events_of(db, rule)
     assert fired.kind == "firing"
     [series] = fired.evidence["series"]
@@ -73,7 +79,7 @@ async def test_a_path_changed_rule_fires_on_the_pair_whose_route_changed_and_res
     assert fired.evidence["dashboard_path"].startswith("/pair?")
 
     # The next window holds no change: the alert resolves.
-    await evaluate_cycle(sm, now=now + timedelta(seconds=3 * WINDOW_S + 10), rule_ids=[rule])
+    await evaluate_cycle(sm, now=window + timedelta(seconds=2 * WINDOW_S + 6), rule_ids=[rule])
     assert [e.kind for e in events_of(db, rule)] == ["firing", "resolved"]
 
     async with sm() as session:
