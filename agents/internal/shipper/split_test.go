@@ -69,6 +69,10 @@ func assertSplitAndStoredOnce(t *testing.T, f *fakeIngest, m *metrics.Agent, wan
 		t.Fatalf("stored %d samples in %d batches, want %d in 2 or more", n, batches, want)
 	}
 	assertEachOnce(t, f, want)
+	// The shipper counts a batch once it has read the answer, after the server stored it.
+	waitFor(t, "every sample counted as shipped", 10*time.Second, func() bool {
+		return m.Shipped[metrics.Storage].Load() >= uint64(want)
+	})
 	if got := m.Shipped[metrics.Storage].Load(); got != uint64(want) {
 		t.Fatalf("shipped counter %d, want %d", got, want)
 	}
